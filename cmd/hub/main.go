@@ -1,0 +1,161 @@
+// Command hub is the Flotilla hub. Alone it runs an embedded Kubernetes control plane
+// with the hub controllers; with --kubeconfig (or in a Pod) it runs the controllers
+// against an existing cluster; "hub controlplane" runs only a control plane.
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/sirupsen/logrus"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/flotilla/flotilla/pkg/controlplane"
+	"github.com/flotilla/flotilla/pkg/hub"
+	"github.com/flotilla/flotilla/pkg/version"
+)
+
+func main() {
+	// Kubernetes packages register their own global flags (such as a non-boolean
+	// --version); cobra would merge them into the hub's. The hub has only its own.
+	pflag.CommandLine = pflag.NewFlagSet(os.Args[0], pflag.ExitOnError)
+	if err := newRootCommand().Execute(); err != nil {
+		logrus.Error(err)
+		os.Exit(1)
+	}
+}
+
+// controlPlaneFlags are the flags shared by "hub" and "hub controlplane".
+type controlPlaneFlags struct {
+	dataDir     string
+	bindAddress string
+	securePort  int
+	tlsSANs     []string
+}
+
+func (f *controlPlaneFlags) register(cmd *cobra.Command, defaultDataDir string, defaultPort int) {
+	cmd.Flags().StringVar(&f.dataDir, "data-dir", defaultDataDir, "directory for the embedded control plane's etcd data, certificates and admin.kubeconfig")
+	cmd.Flags().StringVar(&f.bindAddress, "bind-address", hub.DefaultBindAddress.String(), "address the embedded API server listens on (0.0.0.0 for all interfaces)")
+	cmd.Flags().IntVar(&f.securePort, "secure-port", defaultPort, "HTTPS port of the embedded API server")
+	cmd.Flags().StringSliceVar(&f.tlsSANs, "tls-san", nil, "extra host names or IP addresses for the API server certificate, e.g. the address agents use to reach the hub")
+}
+
+func (f *controlPlaneFlags) config() (controlplane.Config, error) {
+	ip := net.ParseIP(f.bindAddress)
+	if ip == nil {
+		return controlplane.Config{}, fmt.Errorf("--bind-address %q is not an IP address", f.bindAddress)
+	}
+	if f.securePort < 1 || f.securePort > 65535 {
+		return controlplane.Config{}, fmt.Errorf("--secure-port %d is not a port number", f.securePort)
+	}
+	return controlplane.Config{DataDir: f.dataDir, BindAddress: ip, SecurePort: f.securePort, TLSSANs: f.tlsSANs}, nil
+}
+
+func defaultDataDir(name string) string {
+	if dir := os.Getenv("XDG_DATA_HOME"); dir != "" {
+		return filepath.Join(dir, name)
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(home, ".local", "share", name)
+	}
+	return name
+}
+
+func newRootCommand() *cobra.Command {
+	var (
+		cp         controlPlaneFlags
+		kubeconfig string
+		debug      bool
+	)
+	cmd := &cobra.Command{
+		Use:   "hub",
+		Short: "Flotilla hub: registers downstream clusters and delivers bundles to them",
+		Long: `Flotilla hub: a Fleet-compatible multi-cluster hub.
+
+Without --kubeconfig, and outside a Pod, the hub starts its own Kubernetes control
+plane (kube-apiserver and etcd) with data under --data-dir and writes an admin
+kubeconfig to DATA_DIR/admin.kubeconfig. With --kubeconfig it runs against that
+cluster instead, installing or updating the fleet.cattle.io CRDs there itself.`,
+		Version:       version.Version,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Args:          cobra.NoArgs,
+		PersistentPreRun: func(*cobra.Command, []string) {
+			if debug {
+				logrus.SetLevel(logrus.DebugLevel)
+			}
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cpConfig, err := cp.config()
+			if err != nil {
+				return err
+			}
+			opts := hub.Options{Kubeconfig: kubeconfig, ControlPlane: cpConfig, Announce: announceHub}
+			ctx := signalContext()
+			if opts.Embedded() {
+				logrus.WithField("dataDir", cpConfig.DataDir).Info("Starting the embedded control plane")
+			}
+			return hub.Run(ctx, opts)
+		},
+	}
+	cmd.PersistentFlags().BoolVar(&debug, "debug", false, "log at debug level")
+	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "run against the cluster of this kubeconfig instead of an embedded control plane")
+	cp.register(cmd, defaultDataDir("flotilla"), 6443)
+	cmd.AddCommand(newControlPlaneCommand())
+	return cmd
+}
+
+func newControlPlaneCommand() *cobra.Command {
+	var cp controlPlaneFlags
+	cmd := &cobra.Command{
+		Use:   "controlplane",
+		Short: "Run only an embedded Kubernetes control plane (a local downstream cluster)",
+		Long: `Run only an embedded Kubernetes control plane: kube-apiserver, etcd and the
+controllers that a cluster without nodes needs. Use it as a local downstream cluster
+to try Flotilla on one machine.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cpConfig, err := cp.config()
+			if err != nil {
+				return err
+			}
+			logrus.WithField("dataDir", cpConfig.DataDir).Info("Starting the control plane")
+			return hub.ControlPlaneOnly(signalContext(), cpConfig, announceControlPlane)
+		},
+	}
+	cp.register(cmd, defaultDataDir("flotilla-downstream"), 6444)
+	return cmd
+}
+
+func announceHub(cp *controlplane.ControlPlane) {
+	logrus.WithFields(logrus.Fields{"kubeconfig": cp.AdminKubeconfig, "url": cp.URL}).Info("Hub API is ready")
+	fmt.Fprintf(os.Stderr, "\nThe hub is ready. Its admin kubeconfig is\n  %s\nTry:\n  kubectl --kubeconfig %s get crd\n\n",
+		cp.AdminKubeconfig, cp.AdminKubeconfig)
+}
+
+func announceControlPlane(cp *controlplane.ControlPlane) {
+	logrus.WithFields(logrus.Fields{"kubeconfig": cp.AdminKubeconfig, "url": cp.URL}).Info("Control plane is ready")
+	fmt.Fprintf(os.Stderr, "\nThe control plane is ready. Its admin kubeconfig is\n  %s\nTry:\n  kubectl --kubeconfig %s get namespaces\n\n",
+		cp.AdminKubeconfig, cp.AdminKubeconfig)
+}
+
+// signalContext ends on the first SIGINT or SIGTERM; a second one exits at once.
+func signalContext() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	signals := make(chan os.Signal, 2)
+	signal.Notify(signals, syscall.SIGINT, syscall.SIGTERM)
+	go func() {
+		sig := <-signals
+		logrus.WithField("signal", sig.String()).Info("Shutting down")
+		cancel()
+		<-signals
+		os.Exit(1)
+	}()
+	return ctx
+}

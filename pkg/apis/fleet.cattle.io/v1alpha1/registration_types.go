@@ -1,0 +1,113 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// +genclient
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:categories=fleet,shortName=crt
+// +kubebuilder:printcolumn:name="Secret",type=string,JSONPath=`.status.secretName`
+// +kubebuilder:printcolumn:name="TTL",type=string,JSONPath=`.spec.ttl`
+// +kubebuilder:printcolumn:name="Expires",type=string,JSONPath=`.status.expires`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+
+// ClusterRegistrationToken lets agents register clusters into its namespace. The hub
+// answers it with a Secret of the same name whose "values" key is the values.yaml for
+// the fleet-agent chart. The token, and every credential issued for it, ends when its
+// TTL does.
+type ClusterRegistrationToken struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Spec sets how long the token lasts.
+	Spec ClusterRegistrationTokenSpec `json:"spec,omitempty"`
+	// Status names the values Secret and when the token expires.
+	Status ClusterRegistrationTokenStatus `json:"status,omitempty"`
+}
+
+// ClusterRegistrationTokenSpec is the desired state of a token.
+type ClusterRegistrationTokenSpec struct {
+	// TTL is how long the token is valid after its creation, as a duration such as
+	// "240h" or "90m". A value <= 0 or no value means the token does not expire by
+	// itself (it still ends when deleted).
+	// +optional
+	// +nullable
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[-+]?(0|(([0-9]+(\\\\.[0-9]*)?|\\\\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+)$')",message="must be a duration such as 240h, 90m or 1h30m"
+	TTL *metav1.Duration `json:"ttl,omitempty"`
+}
+
+// ClusterRegistrationTokenStatus is the observed state of a token.
+type ClusterRegistrationTokenStatus struct {
+	// Expires is when the token and its credential end; empty for a token without TTL.
+	// +optional
+	// +nullable
+	Expires *metav1.Time `json:"expires,omitempty"`
+	// SecretName is the Secret holding the agent chart's values.yaml under "values".
+	// +optional
+	// +nullable
+	SecretName string `json:"secretName,omitempty"`
+	// Conditions: Ready once the values Secret exists.
+	// +optional
+	Conditions []Condition `json:"conditions,omitempty"`
+}
+
+// +genclient
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:categories=fleet,shortName=crr
+// +kubebuilder:printcolumn:name="Client-ID",type=string,JSONPath=`.spec.clientID`
+// +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.status.clusterName`
+// +kubebuilder:printcolumn:name="Granted",type=boolean,JSONPath=`.status.granted`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+
+// ClusterRegistrationRequest is an agent's request to register its cluster, created
+// with a registration token's credential. Fleet calls it ClusterRegistration. The hub
+// grants it by finding or creating the Cluster with the same clientID and handing the
+// agent a credential for that Cluster alone.
+type ClusterRegistrationRequest struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Spec is what the agent asks for.
+	Spec ClusterRegistrationRequestSpec `json:"spec,omitempty"`
+	// Status is the hub's answer.
+	Status ClusterRegistrationRequestStatus `json:"status,omitempty"`
+}
+
+// ClusterRegistrationRequestSpec is what an agent sends to register.
+type ClusterRegistrationRequestSpec struct {
+	// ClientID identifies the downstream cluster; by default the UID of its
+	// kube-system namespace.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	ClientID string `json:"clientID"`
+	// ClientRandom is a fresh random string per request; with ClientID it names the
+	// credential Secret the agent waits for.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	ClientRandom string `json:"clientRandom"`
+	// ClusterLabels become the labels of a Cluster the hub creates for this request
+	// (labels under fleet.cattle.io/ and management.cattle.io/ are dropped).
+	// +optional
+	// +nullable
+	ClusterLabels map[string]string `json:"clusterLabels,omitempty"`
+}
+
+// ClusterRegistrationRequestStatus is the hub's answer to a request.
+type ClusterRegistrationRequestStatus struct {
+	// ClusterName is the Cluster this request registered into.
+	// +optional
+	// +nullable
+	ClusterName string `json:"clusterName,omitempty"`
+	// Granted is true once the credential Secret for the agent exists.
+	// +optional
+	Granted bool `json:"granted,omitempty"`
+	// Conditions: Ready, or False with the reason a request was refused.
+	// +optional
+	Conditions []Condition `json:"conditions,omitempty"`
+}

@@ -1,0 +1,56 @@
+package controlplane
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/pflag"
+	"k8s.io/kubernetes/cmd/kube-controller-manager/app"
+	"k8s.io/kubernetes/cmd/kube-controller-manager/app/options"
+	"k8s.io/kubernetes/cmd/kube-controller-manager/names"
+)
+
+// controllers are the kube-controller-manager controllers a cluster without nodes
+// still needs, and that Flotilla relies on as it would on any cluster.
+var controllers = []string{
+	names.GarbageCollectorController,           // owner references: deleting a token deletes what it owns
+	names.NamespaceController,                  // deleting a namespace deletes its contents
+	names.ServiceAccountController,             // the "default" ServiceAccount of every namespace
+	names.RootCACertificatePublisherController, // kube-root-ca.crt in every namespace
+	names.ClusterRoleAggregationController,     // the admin, edit and view ClusterRoles
+}
+
+// runControllerManager runs the controllers above against the API server, with
+// leader election and serving turned off: this process is their only instance.
+func (c *ControlPlane) runControllerManager(ctx context.Context, kubeconfigPath string, done chan<- error) error {
+	s, err := options.NewKubeControllerManagerOptions()
+	if err != nil {
+		return fmt.Errorf("kube-controller-manager options: %w", err)
+	}
+	known, disabled, aliases := app.KnownControllers(), app.ControllersDisabledByDefault(), app.ControllerAliases()
+	fs := pflag.NewFlagSet("kube-controller-manager", pflag.ContinueOnError)
+	for _, f := range s.Flags(known, disabled, aliases).FlagSets {
+		fs.AddFlagSet(f)
+	}
+	flags := []string{
+		"--kubeconfig=" + kubeconfigPath,
+		"--controllers=" + strings.Join(controllers, ","),
+		"--leader-elect=false",
+		"--secure-port=0",
+		"--root-ca-file=" + c.pki.certFile(caName),
+		"--use-service-account-credentials=false",
+	}
+	if err := fs.Parse(flags); err != nil {
+		return fmt.Errorf("kube-controller-manager flags: %w", err)
+	}
+	if err := s.ComponentGlobalsRegistry.Set(); err != nil {
+		return fmt.Errorf("kube-controller-manager feature gates: %w", err)
+	}
+	config, err := s.Config(ctx, known, disabled, aliases)
+	if err != nil {
+		return fmt.Errorf("kube-controller-manager configuration: %w", err)
+	}
+	go func() { done <- app.Run(ctx, config.Complete()) }()
+	return nil
+}

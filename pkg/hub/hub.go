@@ -1,0 +1,140 @@
+// Package hub runs the Flotilla hub: it brings up (or connects to) a Kubernetes API,
+// installs the fleet.cattle.io CRDs and runs the hub controllers in the replica that
+// holds the leader Lease.
+package hub
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+
+	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/flotilla/flotilla/pkg/controllers"
+	"github.com/flotilla/flotilla/pkg/controlplane"
+	"github.com/flotilla/flotilla/pkg/crds"
+	"github.com/flotilla/flotilla/pkg/kubeconfig"
+	"github.com/flotilla/flotilla/pkg/leader"
+	"github.com/flotilla/flotilla/pkg/names"
+)
+
+// Options configure a hub.
+type Options struct {
+	// Kubeconfig points at an existing cluster to run against. Empty means in-cluster
+	// when running in a Pod, and otherwise an embedded control plane.
+	Kubeconfig string
+	// ControlPlane configures the embedded control plane.
+	ControlPlane controlplane.Config
+	// Announce is called once the embedded control plane is ready, to tell the user
+	// where its kubeconfig is.
+	Announce func(cp *controlplane.ControlPlane)
+}
+
+// Embedded reports whether these options start an embedded control plane.
+func (o Options) Embedded() bool {
+	return o.Kubeconfig == "" && !inCluster()
+}
+
+func inCluster() bool {
+	return os.Getenv("KUBERNETES_SERVICE_HOST") != "" && os.Getenv("KUBERNETES_SERVICE_PORT") != ""
+}
+
+// Run runs the hub until ctx ends.
+func Run(ctx context.Context, opts Options) error {
+	var (
+		cfg *rest.Config
+		cp  *controlplane.ControlPlane
+		err error
+	)
+	if opts.Embedded() {
+		cp, err = controlplane.Start(ctx, opts.ControlPlane)
+		if err != nil {
+			return err
+		}
+		cfg = cp.RESTConfig
+	} else {
+		cfg, err = kubeconfig.Load(opts.Kubeconfig)
+		if err != nil {
+			return err
+		}
+	}
+	cfg = rest.CopyConfig(cfg)
+	cfg.UserAgent = "flotilla-hub"
+
+	if err := crds.Apply(ctx, cfg); err != nil {
+		return err
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	if err := ensureNamespaces(ctx, client, names.SystemNamespace, names.RegistrationNamespace); err != nil {
+		return err
+	}
+	if cp != nil && opts.Announce != nil {
+		opts.Announce(cp)
+	}
+
+	manager, err := controllers.New(cfg)
+	if err != nil {
+		return err
+	}
+	if cp != nil {
+		// A control plane that fails ends the hub instead of leaving it electing
+		// leaders against an API server that is gone.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		go func() {
+			<-cp.Done()
+			cancel()
+		}()
+	}
+	electionErr := leader.Run(ctx, client, leader.DefaultConfig(names.SystemNamespace, names.HubLease), func(ctx context.Context) {
+		if err := manager.Start(ctx); err != nil {
+			logrus.WithError(err).Error("Controllers failed to start")
+		}
+	})
+	if cp != nil {
+		if err := cp.Wait(); err != nil && electionErr == nil {
+			return err
+		}
+	}
+	return electionErr
+}
+
+// ensureNamespaces creates the hub's system namespaces if they are missing.
+func ensureNamespaces(ctx context.Context, client kubernetes.Interface, namespaces ...string) error {
+	for _, ns := range namespaces {
+		_, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{
+			ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{names.ManagedLabel: "true"}},
+		}, metav1.CreateOptions{})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating namespace %s: %w", ns, err)
+		}
+	}
+	return nil
+}
+
+// ControlPlaneOnly runs just the embedded control plane until ctx ends: a local
+// downstream cluster for trying Flotilla on one machine, and for tests.
+func ControlPlaneOnly(ctx context.Context, cfg controlplane.Config, announce func(*controlplane.ControlPlane)) error {
+	cp, err := controlplane.Start(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	if announce != nil {
+		announce(cp)
+	}
+	return cp.Wait()
+}
+
+// DefaultBindAddress is where the embedded API server listens unless told otherwise:
+// every interface, as kube-apiserver does, so agents on other machines reach it.
+var DefaultBindAddress = net.IPv4zero
