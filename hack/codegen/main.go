@@ -5,7 +5,6 @@
 package main
 
 import (
-
 	controllergen "github.com/rancher/wrangler/v3/pkg/controller-gen"
 	"github.com/rancher/wrangler/v3/pkg/controller-gen/args"
 )

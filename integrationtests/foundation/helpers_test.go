@@ -13,7 +13,7 @@ func errorf(format string, args ...any) error { return fmt.Errorf(format, args..
 func writeChart(t *testing.T, dir string) {
 	t.Helper()
 	files := map[string]string{
-		"Chart.yaml":              "apiVersion: v2\nname: demo\nversion: 0.1.0\nkubeVersion: \">=1.30.0-0\"\n",
+		"Chart.yaml":               "apiVersion: v2\nname: demo\nversion: 0.1.0\nkubeVersion: \">=1.30.0-0\"\n",
 		"templates/configmap.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}\ndata:\n  hello: world\n",
 	}
 	for name, content := range files {
