@@ -69,9 +69,10 @@ func defaultDataDir(name string) string {
 
 func newRootCommand() *cobra.Command {
 	var (
-		cp         controlPlaneFlags
-		kubeconfig string
-		debug      bool
+		cp          controlPlaneFlags
+		kubeconfig  string
+		healthProbe string
+		debug       bool
 	)
 	cmd := &cobra.Command{
 		Use:   "hub",
@@ -96,7 +97,12 @@ cluster instead, installing or updating the fleet.cattle.io CRDs there itself.`,
 			if err != nil {
 				return err
 			}
-			opts := hub.Options{Kubeconfig: kubeconfig, ControlPlane: cpConfig, Announce: announceHub}
+			opts := hub.Options{
+				Kubeconfig:             kubeconfig,
+				ControlPlane:           cpConfig,
+				HealthProbeBindAddress: healthProbe,
+				Announce:               announceHub,
+			}
 			ctx := signalContext()
 			if opts.Embedded() {
 				logrus.WithField("dataDir", cpConfig.DataDir).Info("Starting the embedded control plane")
@@ -106,6 +112,7 @@ cluster instead, installing or updating the fleet.cattle.io CRDs there itself.`,
 	}
 	cmd.PersistentFlags().BoolVar(&debug, "debug", false, "log at debug level")
 	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "run against the cluster of this kubeconfig instead of an embedded control plane")
+	cmd.Flags().StringVar(&healthProbe, "health-probe-bind-address", ":8081", "address of the /healthz and /readyz endpoints; 0 turns them off")
 	cp.register(cmd, defaultDataDir("flotilla"), 6443)
 	cmd.AddCommand(newControlPlaneCommand())
 	return cmd
@@ -135,14 +142,14 @@ to try Flotilla on one machine.`,
 
 func announceHub(cp *controlplane.ControlPlane) {
 	logrus.WithFields(logrus.Fields{"kubeconfig": cp.AdminKubeconfig, "url": cp.URL}).Info("Hub API is ready")
-	fmt.Fprintf(os.Stderr, "\nThe hub is ready. Its admin kubeconfig is\n  %s\nTry:\n  kubectl --kubeconfig %s get crd\n\n",
-		cp.AdminKubeconfig, cp.AdminKubeconfig)
+	fmt.Fprintf(os.Stderr, "\nThe hub is ready. Its admin kubeconfig is\n  %s\nTry:\n  kubectl --kubeconfig %s get crd\n(Kubernetes component logs: %s)\n\n",
+		cp.AdminKubeconfig, cp.AdminKubeconfig, cp.ComponentLog)
 }
 
 func announceControlPlane(cp *controlplane.ControlPlane) {
 	logrus.WithFields(logrus.Fields{"kubeconfig": cp.AdminKubeconfig, "url": cp.URL}).Info("Control plane is ready")
-	fmt.Fprintf(os.Stderr, "\nThe control plane is ready. Its admin kubeconfig is\n  %s\nTry:\n  kubectl --kubeconfig %s get namespaces\n\n",
-		cp.AdminKubeconfig, cp.AdminKubeconfig)
+	fmt.Fprintf(os.Stderr, "\nThe control plane is ready. Its admin kubeconfig is\n  %s\nTry:\n  kubectl --kubeconfig %s get namespaces\n(Kubernetes component logs: %s)\n\n",
+		cp.AdminKubeconfig, cp.AdminKubeconfig, cp.ComponentLog)
 }
 
 // signalContext ends on the first SIGINT or SIGTERM; a second one exits at once.

@@ -269,6 +269,40 @@ func TestHubAndTwoDownstreamClustersRunSideBySide(t *testing.T) {
 	}
 }
 
+func TestHubRunsAgainstAnExistingCluster(t *testing.T) {
+	t.Parallel()
+	existing := framework.StartControlPlane(t, "existing")
+	hub := framework.StartHubOn(t, existing)
+
+	out := hub.MustKubectl("", "get", "crd", "clusters.fleet.cattle.io", "-o", "jsonpath={.metadata.name}")
+	if out != "clusters.fleet.cattle.io" {
+		t.Fatalf("the hub did not install its CRDs on the existing cluster: %q", out)
+	}
+	for _, ns := range []string{"cattle-fleet-system", "cattle-fleet-clusters-system"} {
+		hub.MustKubectl("", "get", "namespace", ns)
+	}
+	eventually(t, "the hub to hold its leader Lease", func() error {
+		holder, err := hub.Kubectl("", "-n", "cattle-fleet-system", "get", "lease", "flotilla-hub", "-o", "jsonpath={.spec.holderIdentity}")
+		if err != nil || holder == "" {
+			return errorf("no holder yet: %v %s", err, holder)
+		}
+		return nil
+	})
+
+	// A clean shutdown gives the Lease up, so a replacement need not wait for it to expire.
+	if err := hub.Process.Stop(); err != nil {
+		t.Fatalf("the hub did not exit cleanly on SIGTERM: %v", err)
+	}
+	holder := hub.MustKubectl("", "-n", "cattle-fleet-system", "get", "lease", "flotilla-hub", "-o", "jsonpath={.spec.holderIdentity}")
+	if holder != "" {
+		t.Fatalf("the Lease is still held by %q after a clean shutdown", holder)
+	}
+
+	// Started again, it updates the CRDs it finds instead of failing on them.
+	hub.Process.Restart()
+	hub.WaitReady()
+}
+
 // serviceAccountToken creates a ServiceAccount with a Role of rules and returns a
 // token for it from the TokenRequest API.
 func serviceAccountToken(t *testing.T, client kubernetes.Interface, namespace, name string, rules []rbacv1.PolicyRule) string {

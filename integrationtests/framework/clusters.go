@@ -2,15 +2,12 @@ package framework
 
 import (
 	"context"
+	"fmt"
+	"net/http"
 	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
-
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/clientcmd"
 )
 
 // startTimeout bounds how long a hub or control plane may take to become ready. It
@@ -21,6 +18,8 @@ const startTimeout = 3 * time.Minute
 // Hub is a running hub with its embedded control plane.
 type Hub struct {
 	Cluster
+	// HealthURL is the base URL of the hub's /healthz and /readyz.
+	HealthURL string
 }
 
 // StartHub starts `hub` with an embedded control plane on a fresh port and data
@@ -28,39 +27,51 @@ type Hub struct {
 func StartHub(t testing.TB, extraArgs ...string) *Hub {
 	t.Helper()
 	h := &Hub{Cluster: newCluster(t, "hub", "flt-hub-")}
+	healthAddr := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	h.HealthURL = "http://" + healthAddr
 	args := append([]string{
 		"--data-dir", h.DataDir,
 		"--bind-address", "127.0.0.1",
 		"--secure-port", strconv.Itoa(h.Port),
+		"--health-probe-bind-address", healthAddr,
 	}, extraArgs...)
 	h.Process = startProcess(t, "hub", filepath.Join(h.DataDir, "hub.log"), filepath.Join(BinDir(t), "hub"), args...)
 	h.WaitReady()
 	return h
 }
 
-// WaitReady waits until the hub's API server is up and its CRDs are established.
+// StartHubOn runs `hub --kubeconfig` against an existing cluster, as the hub runs
+// when it is deployed on a real cluster, and returns once its CRDs are established.
+func StartHubOn(t testing.TB, cluster *Cluster, extraArgs ...string) *Hub {
+	t.Helper()
+	h := &Hub{Cluster: *cluster}
+	h.Name = "hub-on-" + cluster.Name
+	healthAddr := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	h.HealthURL = "http://" + healthAddr
+	args := append([]string{"--kubeconfig", cluster.Kubeconfig, "--health-probe-bind-address", healthAddr}, extraArgs...)
+	h.Process = startProcess(t, h.Name, filepath.Join(shortTempDir(t, "flt-hubon-"), "hub.log"), filepath.Join(BinDir(t), "hub"), args...)
+	h.WaitReady()
+	return h
+}
+
+// WaitReady waits until the hub reports ready on /readyz: its API server is up, the
+// CRDs are established and its system namespaces exist.
 func (h *Hub) WaitReady() {
 	h.t.Helper()
-	h.waitAPIReady(startTimeout)
-	waitFor(h.t, "the fleet.cattle.io CRDs", startTimeout, h.Process.Exited(), func(ctx context.Context) (bool, error) {
-		cfg, err := clientcmd.BuildConfigFromFlags("", h.Kubeconfig)
+	waitFor(h.t, h.Name+" /readyz", startTimeout, h.Process.Exited(), func(ctx context.Context) (bool, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, h.HealthURL+"/readyz", nil)
 		if err != nil {
 			return false, err
 		}
-		client, err := clientset.NewForConfig(cfg)
+		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			return false, err
 		}
-		crd, err := client.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, "clusters.fleet.cattle.io", metav1.GetOptions{})
-		if err != nil {
-			return false, err
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return false, fmt.Errorf("/readyz answered %s", resp.Status)
 		}
-		for _, c := range crd.Status.Conditions {
-			if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
-				return true, nil
-			}
-		}
-		return false, nil
+		return true, nil
 	})
 }
 

@@ -49,6 +49,8 @@ type ControlPlane struct {
 	URL string
 	// CAPEM is the CA certificate that signed the serving certificate.
 	CAPEM []byte
+	// ComponentLog is the file kube-apiserver and kube-controller-manager log to.
+	ComponentLog string
 
 	stopped chan struct{}
 	err     error
@@ -82,7 +84,7 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 		return nil, err
 	}
 
-	c := &ControlPlane{cfg: cfg, stopped: make(chan struct{})}
+	c := &ControlPlane{cfg: cfg, stopped: make(chan struct{}), ComponentLog: LogFile(dataDir)}
 	c.pki, err = ensurePKI(filepath.Join(dataDir, "pki"), servingSANs(cfg.BindAddress, cfg.TLSSANs))
 	if err != nil {
 		return nil, err

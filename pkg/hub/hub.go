@@ -31,6 +31,9 @@ type Options struct {
 	Kubeconfig string
 	// ControlPlane configures the embedded control plane.
 	ControlPlane controlplane.Config
+	// HealthProbeBindAddress is where /healthz and /readyz are served; "0" turns
+	// them off.
+	HealthProbeBindAddress string
 	// Announce is called once the embedded control plane is ready, to tell the user
 	// where its kubeconfig is.
 	Announce func(cp *controlplane.ControlPlane)
@@ -48,10 +51,16 @@ func inCluster() bool {
 // Run runs the hub until ctx ends.
 func Run(ctx context.Context, opts Options) error {
 	var (
-		cfg *rest.Config
-		cp  *controlplane.ControlPlane
-		err error
+		cfg    *rest.Config
+		cp     *controlplane.ControlPlane
+		err    error
+		health healthServer
 	)
+	// Probes answer from the start, so an orchestrator sees "alive, not ready"
+	// while the control plane and CRDs come up.
+	if err := health.serve(ctx, opts.HealthProbeBindAddress); err != nil {
+		return err
+	}
 	if opts.Embedded() {
 		cp, err = controlplane.Start(ctx, opts.ControlPlane)
 		if err != nil {
@@ -77,6 +86,7 @@ func Run(ctx context.Context, opts Options) error {
 	if err := ensureNamespaces(ctx, client, names.SystemNamespace, names.RegistrationNamespace); err != nil {
 		return err
 	}
+	health.ready.Store(true)
 	if cp != nil && opts.Announce != nil {
 		opts.Announce(cp)
 	}

@@ -1,0 +1,56 @@
+package hub
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/sirupsen/logrus"
+)
+
+// healthServer answers /healthz (the process is alive) and /readyz (the hub has
+// finished setting up: API reachable, CRDs established, system namespaces present).
+// A follower replica is ready too: readiness says it can take over, not that it leads.
+type healthServer struct {
+	ready atomic.Bool
+}
+
+// serve listens on addr until ctx ends. An empty addr or "0" turns it off.
+func (h *healthServer) serve(ctx context.Context, addr string) error {
+	if addr == "" || addr == "0" {
+		return nil
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !h.ready.Load() {
+			http.Error(w, "setting up", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	listener, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("--health-probe-bind-address %s: %w", addr, err)
+	}
+	server := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = server.Shutdown(shutdownCtx)
+	}()
+	go func() {
+		if err := server.Serve(listener); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logrus.WithError(err).Error("Health probe server stopped")
+		}
+	}()
+	logrus.WithField("address", listener.Addr().String()).Info("Serving /healthz and /readyz")
+	return nil
+}
