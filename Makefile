@@ -81,7 +81,7 @@ tools: helm controller-gen
 
 helm: $(BIN)/helm
 $(BIN)/helm:
-	GOBIN=$(BIN) go install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+	GOBIN=$(BIN) go install -ldflags "-X helm.sh/helm/v3/internal/version.version=$(HELM_VERSION)" helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
 
 controller-gen: $(BIN)/controller-gen
 $(BIN)/controller-gen:
