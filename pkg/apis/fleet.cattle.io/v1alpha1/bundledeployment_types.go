@@ -8,7 +8,7 @@ import (
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:categories=fleet,shortName=bd
+// +kubebuilder:resource:scope=Namespaced,categories=fleet,shortName=bd
 // +kubebuilder:printcolumn:name="Deployed",type=string,JSONPath=`.status.display.deployed`
 // +kubebuilder:printcolumn:name="Monitored",type=string,JSONPath=`.status.display.monitored`
 // +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`

@@ -8,7 +8,7 @@ import (
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:categories=fleet,shortName=crt
+// +kubebuilder:resource:scope=Namespaced,categories=fleet,shortName=crt
 // +kubebuilder:printcolumn:name="Secret",type=string,JSONPath=`.status.secretName`
 // +kubebuilder:printcolumn:name="TTL",type=string,JSONPath=`.spec.ttl`
 // +kubebuilder:printcolumn:name="Expires",type=string,JSONPath=`.status.expires`
@@ -59,7 +59,7 @@ type ClusterRegistrationTokenStatus struct {
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:categories=fleet,shortName=crr
+// +kubebuilder:resource:scope=Namespaced,categories=fleet,shortName=crr
 // +kubebuilder:printcolumn:name="Client-ID",type=string,JSONPath=`.spec.clientID`
 // +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.status.clusterName`
 // +kubebuilder:printcolumn:name="Granted",type=boolean,JSONPath=`.status.granted`

@@ -33,7 +33,7 @@ import (
 // BundlesGetter has a method to return a BundleInterface.
 // A group's client should implement this interface.
 type BundlesGetter interface {
-	Bundles() BundleInterface
+	Bundles(namespace string) BundleInterface
 }
 
 // BundleInterface has methods to work with Bundle resources.
@@ -60,13 +60,13 @@ type bundles struct {
 }
 
 // newBundles returns a Bundles
-func newBundles(c *FleetV1alpha1Client) *bundles {
+func newBundles(c *FleetV1alpha1Client, namespace string) *bundles {
 	return &bundles{
 		gentype.NewClientWithListAndApply[*fleetcattleiov1alpha1.Bundle, *fleetcattleiov1alpha1.BundleList, *applyconfigurationfleetcattleiov1alpha1.BundleApplyConfiguration](
 			"bundles",
 			c.RESTClient(),
 			scheme.ParameterCodec,
-			"",
+			namespace,
 			func() *fleetcattleiov1alpha1.Bundle { return &fleetcattleiov1alpha1.Bundle{} },
 			func() *fleetcattleiov1alpha1.BundleList { return &fleetcattleiov1alpha1.BundleList{} },
 		),

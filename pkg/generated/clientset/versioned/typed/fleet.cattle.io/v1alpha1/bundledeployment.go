@@ -33,7 +33,7 @@ import (
 // BundleDeploymentsGetter has a method to return a BundleDeploymentInterface.
 // A group's client should implement this interface.
 type BundleDeploymentsGetter interface {
-	BundleDeployments() BundleDeploymentInterface
+	BundleDeployments(namespace string) BundleDeploymentInterface
 }
 
 // BundleDeploymentInterface has methods to work with BundleDeployment resources.
@@ -60,13 +60,13 @@ type bundleDeployments struct {
 }
 
 // newBundleDeployments returns a BundleDeployments
-func newBundleDeployments(c *FleetV1alpha1Client) *bundleDeployments {
+func newBundleDeployments(c *FleetV1alpha1Client, namespace string) *bundleDeployments {
 	return &bundleDeployments{
 		gentype.NewClientWithListAndApply[*fleetcattleiov1alpha1.BundleDeployment, *fleetcattleiov1alpha1.BundleDeploymentList, *applyconfigurationfleetcattleiov1alpha1.BundleDeploymentApplyConfiguration](
 			"bundledeployments",
 			c.RESTClient(),
 			scheme.ParameterCodec,
-			"",
+			namespace,
 			func() *fleetcattleiov1alpha1.BundleDeployment { return &fleetcattleiov1alpha1.BundleDeployment{} },
 			func() *fleetcattleiov1alpha1.BundleDeploymentList {
 				return &fleetcattleiov1alpha1.BundleDeploymentList{}

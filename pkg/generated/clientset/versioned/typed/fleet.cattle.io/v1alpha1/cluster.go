@@ -33,7 +33,7 @@ import (
 // ClustersGetter has a method to return a ClusterInterface.
 // A group's client should implement this interface.
 type ClustersGetter interface {
-	Clusters() ClusterInterface
+	Clusters(namespace string) ClusterInterface
 }
 
 // ClusterInterface has methods to work with Cluster resources.
@@ -60,13 +60,13 @@ type clusters struct {
 }
 
 // newClusters returns a Clusters
-func newClusters(c *FleetV1alpha1Client) *clusters {
+func newClusters(c *FleetV1alpha1Client, namespace string) *clusters {
 	return &clusters{
 		gentype.NewClientWithListAndApply[*fleetcattleiov1alpha1.Cluster, *fleetcattleiov1alpha1.ClusterList, *applyconfigurationfleetcattleiov1alpha1.ClusterApplyConfiguration](
 			"clusters",
 			c.RESTClient(),
 			scheme.ParameterCodec,
-			"",
+			namespace,
 			func() *fleetcattleiov1alpha1.Cluster { return &fleetcattleiov1alpha1.Cluster{} },
 			func() *fleetcattleiov1alpha1.ClusterList { return &fleetcattleiov1alpha1.ClusterList{} },
 		),

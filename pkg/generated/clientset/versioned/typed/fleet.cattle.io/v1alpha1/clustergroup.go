@@ -33,7 +33,7 @@ import (
 // ClusterGroupsGetter has a method to return a ClusterGroupInterface.
 // A group's client should implement this interface.
 type ClusterGroupsGetter interface {
-	ClusterGroups() ClusterGroupInterface
+	ClusterGroups(namespace string) ClusterGroupInterface
 }
 
 // ClusterGroupInterface has methods to work with ClusterGroup resources.
@@ -60,13 +60,13 @@ type clusterGroups struct {
 }
 
 // newClusterGroups returns a ClusterGroups
-func newClusterGroups(c *FleetV1alpha1Client) *clusterGroups {
+func newClusterGroups(c *FleetV1alpha1Client, namespace string) *clusterGroups {
 	return &clusterGroups{
 		gentype.NewClientWithListAndApply[*fleetcattleiov1alpha1.ClusterGroup, *fleetcattleiov1alpha1.ClusterGroupList, *applyconfigurationfleetcattleiov1alpha1.ClusterGroupApplyConfiguration](
 			"clustergroups",
 			c.RESTClient(),
 			scheme.ParameterCodec,
-			"",
+			namespace,
 			func() *fleetcattleiov1alpha1.ClusterGroup { return &fleetcattleiov1alpha1.ClusterGroup{} },
 			func() *fleetcattleiov1alpha1.ClusterGroupList { return &fleetcattleiov1alpha1.ClusterGroupList{} },
 		),

@@ -33,7 +33,7 @@ import (
 // ClusterRegistrationRequestsGetter has a method to return a ClusterRegistrationRequestInterface.
 // A group's client should implement this interface.
 type ClusterRegistrationRequestsGetter interface {
-	ClusterRegistrationRequests() ClusterRegistrationRequestInterface
+	ClusterRegistrationRequests(namespace string) ClusterRegistrationRequestInterface
 }
 
 // ClusterRegistrationRequestInterface has methods to work with ClusterRegistrationRequest resources.
@@ -60,13 +60,13 @@ type clusterRegistrationRequests struct {
 }
 
 // newClusterRegistrationRequests returns a ClusterRegistrationRequests
-func newClusterRegistrationRequests(c *FleetV1alpha1Client) *clusterRegistrationRequests {
+func newClusterRegistrationRequests(c *FleetV1alpha1Client, namespace string) *clusterRegistrationRequests {
 	return &clusterRegistrationRequests{
 		gentype.NewClientWithListAndApply[*fleetcattleiov1alpha1.ClusterRegistrationRequest, *fleetcattleiov1alpha1.ClusterRegistrationRequestList, *applyconfigurationfleetcattleiov1alpha1.ClusterRegistrationRequestApplyConfiguration](
 			"clusterregistrationrequests",
 			c.RESTClient(),
 			scheme.ParameterCodec,
-			"",
+			namespace,
 			func() *fleetcattleiov1alpha1.ClusterRegistrationRequest {
 				return &fleetcattleiov1alpha1.ClusterRegistrationRequest{}
 			},

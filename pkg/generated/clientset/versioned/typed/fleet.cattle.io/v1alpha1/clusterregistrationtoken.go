@@ -33,7 +33,7 @@ import (
 // ClusterRegistrationTokensGetter has a method to return a ClusterRegistrationTokenInterface.
 // A group's client should implement this interface.
 type ClusterRegistrationTokensGetter interface {
-	ClusterRegistrationTokens() ClusterRegistrationTokenInterface
+	ClusterRegistrationTokens(namespace string) ClusterRegistrationTokenInterface
 }
 
 // ClusterRegistrationTokenInterface has methods to work with ClusterRegistrationToken resources.
@@ -60,13 +60,13 @@ type clusterRegistrationTokens struct {
 }
 
 // newClusterRegistrationTokens returns a ClusterRegistrationTokens
-func newClusterRegistrationTokens(c *FleetV1alpha1Client) *clusterRegistrationTokens {
+func newClusterRegistrationTokens(c *FleetV1alpha1Client, namespace string) *clusterRegistrationTokens {
 	return &clusterRegistrationTokens{
 		gentype.NewClientWithListAndApply[*fleetcattleiov1alpha1.ClusterRegistrationToken, *fleetcattleiov1alpha1.ClusterRegistrationTokenList, *applyconfigurationfleetcattleiov1alpha1.ClusterRegistrationTokenApplyConfiguration](
 			"clusterregistrationtokens",
 			c.RESTClient(),
 			scheme.ParameterCodec,
-			"",
+			namespace,
 			func() *fleetcattleiov1alpha1.ClusterRegistrationToken {
 				return &fleetcattleiov1alpha1.ClusterRegistrationToken{}
 			},

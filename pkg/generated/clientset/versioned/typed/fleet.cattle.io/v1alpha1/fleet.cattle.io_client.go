@@ -42,28 +42,28 @@ type FleetV1alpha1Client struct {
 	restClient rest.Interface
 }
 
-func (c *FleetV1alpha1Client) Bundles() BundleInterface {
-	return newBundles(c)
+func (c *FleetV1alpha1Client) Bundles(namespace string) BundleInterface {
+	return newBundles(c, namespace)
 }
 
-func (c *FleetV1alpha1Client) BundleDeployments() BundleDeploymentInterface {
-	return newBundleDeployments(c)
+func (c *FleetV1alpha1Client) BundleDeployments(namespace string) BundleDeploymentInterface {
+	return newBundleDeployments(c, namespace)
 }
 
-func (c *FleetV1alpha1Client) Clusters() ClusterInterface {
-	return newClusters(c)
+func (c *FleetV1alpha1Client) Clusters(namespace string) ClusterInterface {
+	return newClusters(c, namespace)
 }
 
-func (c *FleetV1alpha1Client) ClusterGroups() ClusterGroupInterface {
-	return newClusterGroups(c)
+func (c *FleetV1alpha1Client) ClusterGroups(namespace string) ClusterGroupInterface {
+	return newClusterGroups(c, namespace)
 }
 
-func (c *FleetV1alpha1Client) ClusterRegistrationRequests() ClusterRegistrationRequestInterface {
-	return newClusterRegistrationRequests(c)
+func (c *FleetV1alpha1Client) ClusterRegistrationRequests(namespace string) ClusterRegistrationRequestInterface {
+	return newClusterRegistrationRequests(c, namespace)
 }
 
-func (c *FleetV1alpha1Client) ClusterRegistrationTokens() ClusterRegistrationTokenInterface {
-	return newClusterRegistrationTokens(c)
+func (c *FleetV1alpha1Client) ClusterRegistrationTokens(namespace string) ClusterRegistrationTokenInterface {
+	return newClusterRegistrationTokens(c, namespace)
 }
 
 func (c *FleetV1alpha1Client) Contents() ContentInterface {

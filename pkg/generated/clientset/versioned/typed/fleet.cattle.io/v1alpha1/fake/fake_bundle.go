@@ -31,11 +31,11 @@ type fakeBundles struct {
 	Fake *FakeFleetV1alpha1
 }
 
-func newFakeBundles(fake *FakeFleetV1alpha1) typedfleetcattleiov1alpha1.BundleInterface {
+func newFakeBundles(fake *FakeFleetV1alpha1, namespace string) typedfleetcattleiov1alpha1.BundleInterface {
 	return &fakeBundles{
 		gentype.NewFakeClientWithListAndApply[*v1alpha1.Bundle, *v1alpha1.BundleList, *fleetcattleiov1alpha1.BundleApplyConfiguration](
 			fake.Fake,
-			"",
+			namespace,
 			v1alpha1.SchemeGroupVersion.WithResource("bundles"),
 			v1alpha1.SchemeGroupVersion.WithKind("Bundle"),
 			func() *v1alpha1.Bundle { return &v1alpha1.Bundle{} },

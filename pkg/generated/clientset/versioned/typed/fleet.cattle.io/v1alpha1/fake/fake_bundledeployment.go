@@ -31,11 +31,11 @@ type fakeBundleDeployments struct {
 	Fake *FakeFleetV1alpha1
 }
 
-func newFakeBundleDeployments(fake *FakeFleetV1alpha1) typedfleetcattleiov1alpha1.BundleDeploymentInterface {
+func newFakeBundleDeployments(fake *FakeFleetV1alpha1, namespace string) typedfleetcattleiov1alpha1.BundleDeploymentInterface {
 	return &fakeBundleDeployments{
 		gentype.NewFakeClientWithListAndApply[*v1alpha1.BundleDeployment, *v1alpha1.BundleDeploymentList, *fleetcattleiov1alpha1.BundleDeploymentApplyConfiguration](
 			fake.Fake,
-			"",
+			namespace,
 			v1alpha1.SchemeGroupVersion.WithResource("bundledeployments"),
 			v1alpha1.SchemeGroupVersion.WithKind("BundleDeployment"),
 			func() *v1alpha1.BundleDeployment { return &v1alpha1.BundleDeployment{} },

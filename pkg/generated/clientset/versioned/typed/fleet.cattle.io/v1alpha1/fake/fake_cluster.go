@@ -31,11 +31,11 @@ type fakeClusters struct {
 	Fake *FakeFleetV1alpha1
 }
 
-func newFakeClusters(fake *FakeFleetV1alpha1) typedfleetcattleiov1alpha1.ClusterInterface {
+func newFakeClusters(fake *FakeFleetV1alpha1, namespace string) typedfleetcattleiov1alpha1.ClusterInterface {
 	return &fakeClusters{
 		gentype.NewFakeClientWithListAndApply[*v1alpha1.Cluster, *v1alpha1.ClusterList, *fleetcattleiov1alpha1.ClusterApplyConfiguration](
 			fake.Fake,
-			"",
+			namespace,
 			v1alpha1.SchemeGroupVersion.WithResource("clusters"),
 			v1alpha1.SchemeGroupVersion.WithKind("Cluster"),
 			func() *v1alpha1.Cluster { return &v1alpha1.Cluster{} },

@@ -31,11 +31,11 @@ type fakeClusterGroups struct {
 	Fake *FakeFleetV1alpha1
 }
 
-func newFakeClusterGroups(fake *FakeFleetV1alpha1) typedfleetcattleiov1alpha1.ClusterGroupInterface {
+func newFakeClusterGroups(fake *FakeFleetV1alpha1, namespace string) typedfleetcattleiov1alpha1.ClusterGroupInterface {
 	return &fakeClusterGroups{
 		gentype.NewFakeClientWithListAndApply[*v1alpha1.ClusterGroup, *v1alpha1.ClusterGroupList, *fleetcattleiov1alpha1.ClusterGroupApplyConfiguration](
 			fake.Fake,
-			"",
+			namespace,
 			v1alpha1.SchemeGroupVersion.WithResource("clustergroups"),
 			v1alpha1.SchemeGroupVersion.WithKind("ClusterGroup"),
 			func() *v1alpha1.ClusterGroup { return &v1alpha1.ClusterGroup{} },

@@ -31,11 +31,11 @@ type fakeClusterRegistrationRequests struct {
 	Fake *FakeFleetV1alpha1
 }
 
-func newFakeClusterRegistrationRequests(fake *FakeFleetV1alpha1) typedfleetcattleiov1alpha1.ClusterRegistrationRequestInterface {
+func newFakeClusterRegistrationRequests(fake *FakeFleetV1alpha1, namespace string) typedfleetcattleiov1alpha1.ClusterRegistrationRequestInterface {
 	return &fakeClusterRegistrationRequests{
 		gentype.NewFakeClientWithListAndApply[*v1alpha1.ClusterRegistrationRequest, *v1alpha1.ClusterRegistrationRequestList, *fleetcattleiov1alpha1.ClusterRegistrationRequestApplyConfiguration](
 			fake.Fake,
-			"",
+			namespace,
 			v1alpha1.SchemeGroupVersion.WithResource("clusterregistrationrequests"),
 			v1alpha1.SchemeGroupVersion.WithKind("ClusterRegistrationRequest"),
 			func() *v1alpha1.ClusterRegistrationRequest { return &v1alpha1.ClusterRegistrationRequest{} },

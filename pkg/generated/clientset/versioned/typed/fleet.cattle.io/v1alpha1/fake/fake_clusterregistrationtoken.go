@@ -31,11 +31,11 @@ type fakeClusterRegistrationTokens struct {
 	Fake *FakeFleetV1alpha1
 }
 
-func newFakeClusterRegistrationTokens(fake *FakeFleetV1alpha1) typedfleetcattleiov1alpha1.ClusterRegistrationTokenInterface {
+func newFakeClusterRegistrationTokens(fake *FakeFleetV1alpha1, namespace string) typedfleetcattleiov1alpha1.ClusterRegistrationTokenInterface {
 	return &fakeClusterRegistrationTokens{
 		gentype.NewFakeClientWithListAndApply[*v1alpha1.ClusterRegistrationToken, *v1alpha1.ClusterRegistrationTokenList, *fleetcattleiov1alpha1.ClusterRegistrationTokenApplyConfiguration](
 			fake.Fake,
-			"",
+			namespace,
 			v1alpha1.SchemeGroupVersion.WithResource("clusterregistrationtokens"),
 			v1alpha1.SchemeGroupVersion.WithKind("ClusterRegistrationToken"),
 			func() *v1alpha1.ClusterRegistrationToken { return &v1alpha1.ClusterRegistrationToken{} },

@@ -28,28 +28,28 @@ type FakeFleetV1alpha1 struct {
 	*testing.Fake
 }
 
-func (c *FakeFleetV1alpha1) Bundles() v1alpha1.BundleInterface {
-	return newFakeBundles(c)
+func (c *FakeFleetV1alpha1) Bundles(namespace string) v1alpha1.BundleInterface {
+	return newFakeBundles(c, namespace)
 }
 
-func (c *FakeFleetV1alpha1) BundleDeployments() v1alpha1.BundleDeploymentInterface {
-	return newFakeBundleDeployments(c)
+func (c *FakeFleetV1alpha1) BundleDeployments(namespace string) v1alpha1.BundleDeploymentInterface {
+	return newFakeBundleDeployments(c, namespace)
 }
 
-func (c *FakeFleetV1alpha1) Clusters() v1alpha1.ClusterInterface {
-	return newFakeClusters(c)
+func (c *FakeFleetV1alpha1) Clusters(namespace string) v1alpha1.ClusterInterface {
+	return newFakeClusters(c, namespace)
 }
 
-func (c *FakeFleetV1alpha1) ClusterGroups() v1alpha1.ClusterGroupInterface {
-	return newFakeClusterGroups(c)
+func (c *FakeFleetV1alpha1) ClusterGroups(namespace string) v1alpha1.ClusterGroupInterface {
+	return newFakeClusterGroups(c, namespace)
 }
 
-func (c *FakeFleetV1alpha1) ClusterRegistrationRequests() v1alpha1.ClusterRegistrationRequestInterface {
-	return newFakeClusterRegistrationRequests(c)
+func (c *FakeFleetV1alpha1) ClusterRegistrationRequests(namespace string) v1alpha1.ClusterRegistrationRequestInterface {
+	return newFakeClusterRegistrationRequests(c, namespace)
 }
 
-func (c *FakeFleetV1alpha1) ClusterRegistrationTokens() v1alpha1.ClusterRegistrationTokenInterface {
-	return newFakeClusterRegistrationTokens(c)
+func (c *FakeFleetV1alpha1) ClusterRegistrationTokens(namespace string) v1alpha1.ClusterRegistrationTokenInterface {
+	return newFakeClusterRegistrationTokens(c, namespace)
 }
 
 func (c *FakeFleetV1alpha1) Contents() v1alpha1.ContentInterface {
