@@ -5,21 +5,23 @@
 package main
 
 import (
-	"context"
-	"fmt"
 	"os"
 
 	"github.com/sirupsen/logrus"
 	"github.com/spf13/cobra"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"github.com/spf13/pflag"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/flotilla/flotilla/pkg/agent"
 	"github.com/flotilla/flotilla/pkg/kubeconfig"
 	"github.com/flotilla/flotilla/pkg/names"
+	"github.com/flotilla/flotilla/pkg/signals"
 	"github.com/flotilla/flotilla/pkg/version"
 )
 
 func main() {
+	// Only the agent's own flags, not those Kubernetes packages register globally.
+	pflag.CommandLine = pflag.NewFlagSet(os.Args[0], pflag.ExitOnError)
 	if err := newRootCommand().Execute(); err != nil {
 		logrus.Error(err)
 		os.Exit(1)
@@ -27,32 +29,40 @@ func main() {
 }
 
 func newRootCommand() *cobra.Command {
-	var kubeconfigPath, namespace string
+	var (
+		kubeconfigPath, namespace string
+		debug                     bool
+	)
 	cmd := &cobra.Command{
-		Use:           "agent",
-		Short:         "Flotilla agent: registers its cluster with the hub and deploys bundles",
+		Use:   "agent",
+		Short: "Flotilla agent: registers its cluster with the hub and keeps its identity fresh",
+		Long: `Flotilla agent. It reads everything it needs from its namespace in the downstream
+cluster: the registration values (Secret fleet-agent-bootstrap), its settings
+(ConfigMap fleet-agent) and, once registered, its identity (Secret fleet-agent).
+In a Pod it uses the in-cluster configuration; elsewhere pass --kubeconfig.`,
 		Version:       version.Version,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Args:          cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if debug {
+				logrus.SetLevel(logrus.DebugLevel)
+			}
 			cfg, err := kubeconfig.Load(kubeconfigPath)
 			if err != nil {
 				return err
 			}
+			cfg.UserAgent = "flotilla-agent"
 			client, err := kubernetes.NewForConfig(cfg)
 			if err != nil {
 				return err
 			}
-			ns, err := client.CoreV1().Namespaces().Get(context.Background(), "kube-system", metav1.GetOptions{})
-			if err != nil {
-				return fmt.Errorf("reading the downstream kube-system namespace: %w", err)
-			}
-			logrus.WithFields(logrus.Fields{"namespace": namespace, "kubeSystemUID": ns.UID}).Info("Connected to the downstream cluster")
-			return fmt.Errorf("registration is not part of this build yet")
+			logrus.WithFields(logrus.Fields{"namespace": namespace, "version": version.Version}).Info("Starting the agent")
+			return agent.Run(signals.Context(), agent.Config{Downstream: client, Namespace: namespace, Version: version.Version})
 		},
 	}
 	cmd.Flags().StringVar(&kubeconfigPath, "kubeconfig", "", "kubeconfig of the downstream cluster (default: in-cluster)")
 	cmd.Flags().StringVar(&namespace, "namespace", names.SystemNamespace, "downstream namespace of the agent's Secrets and ConfigMap")
+	cmd.Flags().BoolVar(&debug, "debug", false, "log at debug level")
 	return cmd
 }

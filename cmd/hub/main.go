@@ -4,20 +4,20 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"net"
 	"os"
-	"os/signal"
 	"path/filepath"
-	"syscall"
+	"time"
 
 	"github.com/sirupsen/logrus"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/flotilla/flotilla/pkg/controllers"
 	"github.com/flotilla/flotilla/pkg/controlplane"
 	"github.com/flotilla/flotilla/pkg/hub"
+	"github.com/flotilla/flotilla/pkg/signals"
 	"github.com/flotilla/flotilla/pkg/version"
 )
 
@@ -72,7 +72,9 @@ func newRootCommand() *cobra.Command {
 		cp          controlPlaneFlags
 		kubeconfig  string
 		healthProbe string
+		caFile      string
 		debug       bool
+		settings    = controllers.DefaultSettings()
 	)
 	cmd := &cobra.Command{
 		Use:   "hub",
@@ -97,13 +99,22 @@ cluster instead, installing or updating the fleet.cattle.io CRDs there itself.`,
 			if err != nil {
 				return err
 			}
+			if caFile != "" {
+				if settings.APIServerCA, err = os.ReadFile(caFile); err != nil {
+					return fmt.Errorf("--api-server-ca-file: %w", err)
+				}
+			}
+			if settings.ClusterTokenTTL < 10*time.Minute {
+				return fmt.Errorf("--cluster-token-ttl %s is shorter than the 10 minutes the TokenRequest API allows", settings.ClusterTokenTTL)
+			}
 			opts := hub.Options{
+				Settings:               settings,
 				Kubeconfig:             kubeconfig,
 				ControlPlane:           cpConfig,
 				HealthProbeBindAddress: healthProbe,
 				Announce:               announceHub,
 			}
-			ctx := signalContext()
+			ctx := signals.Context()
 			if opts.Embedded() {
 				logrus.WithField("dataDir", cpConfig.DataDir).Info("Starting the embedded control plane")
 			}
@@ -112,6 +123,11 @@ cluster instead, installing or updating the fleet.cattle.io CRDs there itself.`,
 	}
 	cmd.PersistentFlags().BoolVar(&debug, "debug", false, "log at debug level")
 	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "run against the cluster of this kubeconfig instead of an embedded control plane")
+	cmd.Flags().StringVar(&settings.APIServerURL, "api-server-url", "", "the hub API URL agents are told to use (default: the embedded API server's, or the kubeconfig's)")
+	cmd.Flags().StringVar(&caFile, "api-server-ca-file", "", "PEM file of the CA agents are told to trust for --api-server-url (default: the embedded or kubeconfig CA)")
+	cmd.Flags().DurationVar(&settings.ClusterTokenTTL, "cluster-token-ttl", settings.ClusterTokenTTL, "lifetime of a cluster identity's token; agents renew it before it ends (at least 10m)")
+	cmd.Flags().DurationVar(&settings.AgentTokenRenewAfter, "agent-token-renew-after", 0, "have agents renew their token this long after it was issued (default: half its lifetime)")
+	cmd.Flags().IntVar(&settings.Workers, "workers", settings.Workers, "concurrent reconciles per kind")
 	cmd.Flags().StringVar(&healthProbe, "health-probe-bind-address", ":8081", "address of the /healthz and /readyz endpoints; 0 turns them off")
 	cp.register(cmd, defaultDataDir("flotilla"), 6443)
 	cmd.AddCommand(newControlPlaneCommand())
@@ -133,7 +149,7 @@ to try Flotilla on one machine.`,
 				return err
 			}
 			logrus.WithField("dataDir", cpConfig.DataDir).Info("Starting the control plane")
-			return hub.ControlPlaneOnly(signalContext(), cpConfig, announceControlPlane)
+			return hub.ControlPlaneOnly(signals.Context(), cpConfig, announceControlPlane)
 		},
 	}
 	cp.register(cmd, defaultDataDir("flotilla-downstream"), 6444)
@@ -150,19 +166,4 @@ func announceControlPlane(cp *controlplane.ControlPlane) {
 	logrus.WithFields(logrus.Fields{"kubeconfig": cp.AdminKubeconfig, "url": cp.URL}).Info("Control plane is ready")
 	fmt.Fprintf(os.Stderr, "\nThe control plane is ready. Its admin kubeconfig is\n  %s\nTry:\n  kubectl --kubeconfig %s get namespaces\n(Kubernetes component logs: %s)\n\n",
 		cp.AdminKubeconfig, cp.AdminKubeconfig, cp.ComponentLog)
-}
-
-// signalContext ends on the first SIGINT or SIGTERM; a second one exits at once.
-func signalContext() context.Context {
-	ctx, cancel := context.WithCancel(context.Background())
-	signals := make(chan os.Signal, 2)
-	signal.Notify(signals, syscall.SIGINT, syscall.SIGTERM)
-	go func() {
-		sig := <-signals
-		logrus.WithField("signal", sig.String()).Info("Shutting down")
-		cancel()
-		<-signals
-		os.Exit(1)
-	}()
-	return ctx
 }

@@ -1,26 +1,153 @@
 // Package controllers wires the hub's controllers onto one shared set of informers.
-// Each concern (tokens, registration, import, bundles, ...) is a package below this
-// one with a Register function; Start registers them all and starts the informers.
+// Each concern (tokens, registration requests, clusters, ...) is a package below this
+// one with a Register function; Manager.Start registers them all and starts the
+// informers, only in the replica that leads.
 package controllers
 
 import (
 	"context"
+	"fmt"
+	"time"
 
+	"github.com/rancher/lasso/pkg/controller"
+	corecontrollers "github.com/rancher/wrangler/v3/pkg/generated/controllers/core"
+	"github.com/rancher/wrangler/v3/pkg/schemes"
+	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/flotilla/flotilla/pkg/controllers/cluster"
+	"github.com/flotilla/flotilla/pkg/controllers/clusterns"
+	"github.com/flotilla/flotilla/pkg/controllers/request"
+	"github.com/flotilla/flotilla/pkg/controllers/token"
+	fleetcontrollers "github.com/flotilla/flotilla/pkg/generated/controllers/fleet.cattle.io"
+	"github.com/flotilla/flotilla/pkg/registration"
 )
 
-// Manager holds the clients and caches the hub's controllers share.
-type Manager struct {
-	cfg *rest.Config
+// Settings are the hub's settings that its controllers act on.
+type Settings struct {
+	// APIServerURL and APIServerCA (PEM) are what agents are told to reach the hub by.
+	APIServerURL string
+	APIServerCA  []byte
+	// ClusterTokenTTL is the lifetime of each cluster identity's token (agents renew it).
+	ClusterTokenTTL time.Duration
+	// AgentTokenRenewAfter, if set, has agents renew their token this long after it
+	// was issued instead of half way through its lifetime.
+	AgentTokenRenewAfter time.Duration
+	// NoTTLTokenLifetime is the credential lifetime of a registration token without TTL.
+	NoTTLTokenLifetime time.Duration
+	// Workers is the number of concurrent reconciles per kind.
+	Workers int
 }
 
-// New prepares the controllers for cfg without contacting the API server.
-func New(cfg *rest.Config) (*Manager, error) {
-	return &Manager{cfg: cfg}, nil
+// DefaultSettings are the settings the hub's flags default to.
+func DefaultSettings() Settings {
+	return Settings{
+		ClusterTokenTTL:    24 * time.Hour,
+		NoTTLTokenLifetime: 365 * 24 * time.Hour,
+		Workers:            20,
+	}
+}
+
+// Manager holds the configuration the hub's controllers share.
+type Manager struct {
+	cfg      *rest.Config
+	settings Settings
+}
+
+// New prepares the controllers without contacting the API server.
+func New(cfg *rest.Config, settings Settings) (*Manager, error) {
+	if settings.APIServerURL == "" {
+		return nil, fmt.Errorf("no API server URL to give agents: set --api-server-url")
+	}
+	return &Manager{cfg: cfg, settings: settings}, nil
 }
 
 // Start registers every controller and runs them until ctx ends.
 func (m *Manager) Start(ctx context.Context) error {
+	kube, err := kubernetes.NewForConfig(m.cfg)
+	if err != nil {
+		return err
+	}
+	if err := ensureClusterRoles(ctx, kube); err != nil {
+		return err
+	}
+	shared, err := controller.NewSharedControllerFactoryFromConfig(m.cfg, schemes.All)
+	if err != nil {
+		return err
+	}
+	opts := &fleetcontrollers.FactoryOptions{SharedControllerFactory: shared}
+	fleetFactory, err := fleetcontrollers.NewFactoryFromConfigWithOptions(m.cfg, opts)
+	if err != nil {
+		return err
+	}
+	coreFactory, err := corecontrollers.NewFactoryFromConfigWithOptions(m.cfg, opts)
+	if err != nil {
+		return err
+	}
+	fleet := fleetFactory.Fleet().V1alpha1()
+	core := coreFactory.Core().V1()
+
+	broadcaster := record.NewBroadcaster()
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
+	defer broadcaster.Shutdown()
+	events := broadcaster.NewRecorder(schemes.All, corev1.EventSource{Component: "flotilla-hub"})
+
+	namespaces := &clusterns.Ensurer{Namespaces: core.Namespace()}
+	token.Register(ctx, token.Settings{
+		APIServerURL: m.settings.APIServerURL, APIServerCA: m.settings.APIServerCA, NoTTLLifetime: m.settings.NoTTLTokenLifetime,
+	}, fleet.ClusterRegistrationToken(), kube, events)
+	request.Register(ctx, request.Settings{
+		APIServerURL: m.settings.APIServerURL, APIServerCA: m.settings.APIServerCA,
+		ClusterTokenTTL: m.settings.ClusterTokenTTL, AgentTokenRenewAfter: m.settings.AgentTokenRenewAfter,
+	}, fleet.ClusterRegistrationRequest(), fleet.Cluster(), fleet.ClusterRegistrationToken().Cache(), namespaces, kube, events)
+	cluster.Register(ctx, fleet.Cluster(), fleet.ClusterRegistrationRequest(), namespaces, kube, events)
+
+	if err := shared.Start(ctx, m.settings.Workers); err != nil {
+		return fmt.Errorf("starting controllers: %w", err)
+	}
+	logrus.Info("Controllers started")
 	<-ctx.Done()
 	return nil
+}
+
+// ensureClusterRoles creates or updates the shared ClusterRoles of agents and tokens.
+func ensureClusterRoles(ctx context.Context, kube kubernetes.Interface) error {
+	roles, err := registration.ClusterRoles()
+	if err != nil {
+		return err
+	}
+	client := kube.RbacV1().ClusterRoles()
+	for _, role := range roles {
+		existing, err := client.Get(ctx, role.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			_, err = client.Create(ctx, role, metav1.CreateOptions{})
+		} else if err == nil && !sameRules(existing, role) {
+			existing.Rules = role.Rules
+			existing.Labels = role.Labels
+			_, err = client.Update(ctx, existing, metav1.UpdateOptions{})
+		}
+		if err != nil {
+			return fmt.Errorf("ClusterRole %s: %w", role.Name, err)
+		}
+	}
+	return nil
+}
+
+func sameRules(a, b *rbacv1.ClusterRole) bool {
+	if len(a.Rules) != len(b.Rules) {
+		return false
+	}
+	for i := range a.Rules {
+		if a.Rules[i].String() != b.Rules[i].String() {
+			return false
+		}
+	}
+	return true
 }

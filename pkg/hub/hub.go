@@ -31,6 +31,9 @@ type Options struct {
 	Kubeconfig string
 	// ControlPlane configures the embedded control plane.
 	ControlPlane controlplane.Config
+	// Settings are the controllers' settings. An empty APIServerURL/APIServerCA is
+	// filled from the embedded control plane, or from the kubeconfig's cluster.
+	Settings controllers.Settings
 	// HealthProbeBindAddress is where /healthz and /readyz are served; "0" turns
 	// them off.
 	HealthProbeBindAddress string
@@ -91,7 +94,26 @@ func Run(ctx context.Context, opts Options) error {
 		opts.Announce(cp)
 	}
 
-	manager, err := controllers.New(cfg)
+	settings := opts.Settings
+	if settings.APIServerURL == "" {
+		settings.APIServerURL = cfg.Host
+		if cp != nil {
+			settings.APIServerURL = cp.URL
+		}
+		if !opts.Embedded() && inCluster() {
+			logrus.WithField("url", settings.APIServerURL).Warn("Agents will be told the in-cluster API address, which downstream clusters rarely reach; set --api-server-url")
+		}
+	}
+	if len(settings.APIServerCA) == 0 {
+		settings.APIServerCA, err = caOf(cfg)
+		if err != nil {
+			return err
+		}
+		if cp != nil {
+			settings.APIServerCA = cp.CAPEM
+		}
+	}
+	manager, err := controllers.New(cfg, settings)
 	if err != nil {
 		return err
 	}
@@ -117,6 +139,21 @@ func Run(ctx context.Context, opts Options) error {
 		}
 	}
 	return electionErr
+}
+
+// caOf returns the CA a client configuration trusts, as PEM.
+func caOf(cfg *rest.Config) ([]byte, error) {
+	if len(cfg.CAData) > 0 {
+		return cfg.CAData, nil
+	}
+	if cfg.CAFile != "" {
+		data, err := os.ReadFile(cfg.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("reading the API server CA %s: %w", cfg.CAFile, err)
+		}
+		return data, nil
+	}
+	return nil, nil
 }
 
 // ensureNamespaces creates the hub's system namespaces if they are missing.

@@ -2,6 +2,12 @@
 // objects, labels and annotations, so no derived name is formatted twice.
 package names
 
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strings"
+)
+
 const (
 	// SystemNamespace holds the hub itself (its leader Lease) on the hub cluster, and
 	// the agent on a downstream cluster.
@@ -11,6 +17,114 @@ const (
 	// HubLease is the Lease the hub replicas compete for.
 	HubLease = "flotilla-hub"
 
+	// AgentRelease is the Helm release, Deployment, ServiceAccount and ConfigMap name
+	// of the agent downstream, and the name of a cluster's identity ServiceAccount in
+	// its per-cluster namespace on the hub.
+	AgentRelease = "fleet-agent"
+	// AgentBootstrapSecret is the downstream Secret holding the registration values.
+	AgentBootstrapSecret = "fleet-agent-bootstrap"
+	// AgentIdentitySecret is the downstream Secret holding the cluster's identity.
+	AgentIdentitySecret = "fleet-agent"
+	// AgentConfigMap is the downstream ConfigMap holding clientID and labels.
+	AgentConfigMap = "fleet-agent"
+	// AgentIdentityServiceAccount is the cluster identity in its per-cluster namespace.
+	AgentIdentityServiceAccount = "fleet-agent"
+
+	// AgentClusterRole is the shared ClusterRole a cluster identity is bound to in its
+	// per-cluster namespace.
+	AgentClusterRole = "flotilla-agent"
+	// AgentContentsClusterRole lets a cluster identity get Contents by name.
+	AgentContentsClusterRole = "flotilla-agent-contents"
+	// RegistrationClusterRole lets a registration token create requests; it is bound
+	// in the token's namespace only.
+	RegistrationClusterRole = "flotilla-registration"
+
 	// ManagedLabel marks objects the hub created and owns.
 	ManagedLabel = "fleet.cattle.io/managed"
+	// ClusterLabel names the Cluster an object belongs to.
+	ClusterLabel = "fleet.cattle.io/cluster"
+	// ClusterNamespaceLabel names the workspace of the Cluster an object belongs to.
+	ClusterNamespaceLabel = "fleet.cattle.io/cluster-namespace"
+	// RegistrationTokenLabel is set by the agent on its request to name the token it
+	// registers with.
+	RegistrationTokenLabel = "fleet.cattle.io/registration-token"
+	// RequestLabel names the ClusterRegistrationRequest an object was made for.
+	RequestLabel = "fleet.cattle.io/cluster-registration"
+	// ClientIDHashLabel is the hash of a clientID, for finding what belongs to it.
+	ClientIDHashLabel = "fleet.cattle.io/client-id-hash"
+
+	// ClusterFinalizer lets the hub clean up what lives outside a Cluster's namespace.
+	ClusterFinalizer = "fleet.cattle.io/cluster-cleanup"
+
+	// RegistrationValuesSecretType is the type of a token's values Secret.
+	RegistrationValuesSecretType = "fleet.cattle.io/cluster-registration-values"
+	// CredentialSecretType is the type of the Secret that hands an agent its identity.
+	CredentialSecretType = "fleet.cattle.io/cluster-credential"
+	// IdentitySecretType is the type of the agent's downstream identity Secret.
+	IdentitySecretType = "fleet.cattle.io/agent-identity"
+
+	// maxName is the longest name of most objects (a DNS label).
+	maxName = 63
 )
+
+// Hash returns the first n hex characters of the sha256 of parts joined by NUL.
+func Hash(n int, parts ...string) string {
+	sum := sha256.Sum256([]byte(strings.Join(parts, "\x00")))
+	return hex.EncodeToString(sum[:])[:n]
+}
+
+// Limit shortens name to at most max characters, replacing the end with a hash of
+// the whole name so that shortened names stay distinct.
+func Limit(name string, max int) string {
+	if len(name) <= max {
+		return name
+	}
+	const hashLen = 8
+	return strings.TrimRight(name[:max-hashLen-1], "-.") + "-" + Hash(hashLen, name)
+}
+
+// ClusterForClientID is the name of a Cluster the hub creates for an agent that
+// registers with clientID and matches no Cluster: "cluster-" and 12 hex characters.
+func ClusterForClientID(clientID string) string {
+	return "cluster-" + Hash(12, clientID)
+}
+
+// ClientIDHash is a label-safe digest of a clientID.
+func ClientIDHash(clientID string) string {
+	return Hash(32, clientID)
+}
+
+// ClusterNamespace is the per-cluster namespace of Cluster name in workspace:
+// "cluster-<workspace>-<name>-<hash>", at most 63 characters.
+func ClusterNamespace(workspace, name string) string {
+	hash := Hash(8, workspace, name)
+	base := "cluster-" + workspace + "-" + name
+	if max := maxName - len(hash) - 1; len(base) > max {
+		base = strings.TrimRight(base[:max], "-.")
+	}
+	return base + "-" + hash
+}
+
+// TokenServiceAccount is the ServiceAccount behind a ClusterRegistrationToken.
+func TokenServiceAccount(token string) string {
+	return Limit(token+"-registration", maxName)
+}
+
+// CredentialSecret is the Secret in the registration namespace that hands the agent
+// which sent a request with clientID and clientRandom its cluster identity. The agent
+// computes the same name to fetch it.
+func CredentialSecret(clientID, clientRandom string) string {
+	return "c-" + Hash(40, clientID, clientRandom)
+}
+
+// ClusterStatusRole is the Role in a workspace that lets a cluster's identity patch
+// its own Cluster's status.
+func ClusterStatusRole(cluster string) string {
+	return Limit("flotilla-cluster-"+cluster, maxName)
+}
+
+// ContentsBinding is the ClusterRoleBinding that lets a cluster's identity get
+// Contents; it is named after the cluster's (unique) per-cluster namespace.
+func ContentsBinding(clusterNamespace string) string {
+	return Limit("flotilla-contents-"+clusterNamespace, maxName)
+}

@@ -1,0 +1,174 @@
+package agent
+
+import (
+	"context"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/flotilla/flotilla/pkg/generated/clientset/versioned"
+	"github.com/flotilla/flotilla/pkg/names"
+	"github.com/flotilla/flotilla/pkg/registration"
+)
+
+// Config is what the agent program is given: a client for the downstream cluster and
+// the namespace of its Secrets and ConfigMap. Everything else it reads from there.
+type Config struct {
+	Downstream kubernetes.Interface
+	Namespace  string
+	Version    string
+}
+
+// Run runs the agent until ctx ends. A new bootstrap Secret (the chart installed or
+// upgraded with a fresh values.yaml) makes it register again.
+func Run(ctx context.Context, cfg Config) error {
+	d := registration.Downstream{Client: cfg.Downstream, Namespace: cfg.Namespace}
+	log := logrus.WithField("namespace", cfg.Namespace)
+	bootstrapAdded := watchBootstrap(ctx, cfg.Downstream, cfg.Namespace)
+
+	for ctx.Err() == nil {
+		cred := obtainIdentity(ctx, d, bootstrapAdded, log)
+		if cred == nil {
+			return nil
+		}
+		// A bootstrap Secret seen so far was the one just used (or gone): only a later
+		// one asks for a new registration.
+		select {
+		case <-bootstrapAdded:
+		default:
+		}
+		session, cancel := context.WithCancel(ctx)
+		go func() {
+			select {
+			case <-bootstrapAdded:
+				log.Info("A new bootstrap Secret appeared; registering again")
+				cancel()
+			case <-session.Done():
+			}
+		}()
+		err := runSession(session, cfg, d, *cred, log)
+		cancel()
+		if err != nil {
+			log.WithError(err).Error("Agent session ended")
+		}
+	}
+	return nil
+}
+
+// obtainIdentity returns the cluster's identity: it registers when a bootstrap Secret
+// is present (it is deleted once registration succeeds, so its presence asks for a
+// registration), and otherwise uses the stored identity. Failures are logged once per
+// attempt and retried with backoff; it returns nil only when ctx ends.
+func obtainIdentity(ctx context.Context, d registration.Downstream, bootstrapAdded <-chan struct{}, log logrus.FieldLogger) *registration.Credential {
+	backoff := wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.2, Steps: 1 << 30, Cap: 5 * time.Minute}
+	for {
+		cred, err := tryIdentity(ctx, d, log)
+		if cred != nil {
+			return cred
+		}
+		if err != nil {
+			log.WithError(err).Error("Cannot obtain the cluster identity; will retry")
+		}
+		delay := backoff.Step()
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-bootstrapAdded:
+			backoff = wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.2, Steps: 1 << 30, Cap: 5 * time.Minute}
+		case <-time.After(delay):
+		}
+	}
+}
+
+func tryIdentity(ctx context.Context, d registration.Downstream, log logrus.FieldLogger) (*registration.Credential, error) {
+	values, err := d.Bootstrap(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if values != nil {
+		return registration.Register(ctx, d, *values, log)
+	}
+	cred, err := d.Identity(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if cred == nil {
+		return nil, errNoIdentity(d.Namespace)
+	}
+	if !cred.Expires.IsZero() && time.Now().After(cred.Expires) {
+		return nil, errExpired(*cred)
+	}
+	return cred, nil
+}
+
+type identityError string
+
+func (e identityError) Error() string { return string(e) }
+
+func errNoIdentity(namespace string) error {
+	return identityError("no identity (Secret " + namespace + "/" + names.AgentIdentitySecret + ") and no registration values (Secret " +
+		namespace + "/" + names.AgentBootstrapSecret + "): install the fleet-agent chart with the values.yaml of a ClusterRegistrationToken")
+}
+
+func errExpired(cred registration.Credential) error {
+	return identityError(cred.ExpiredAdvice())
+}
+
+// runSession works as the cluster identity cred until ctx ends: it renews the token
+// and checks in with the hub.
+func runSession(ctx context.Context, cfg Config, d registration.Downstream, cred registration.Credential, log logrus.FieldLogger) error {
+	log = log.WithField("cluster", cred.ClusterNamespace+"/"+cred.ClusterName)
+	tokens := registration.NewTokenSource(cred.Token)
+	hubConfig := cred.ClientConfig(tokens)
+	hubKube, err := kubernetes.NewForConfig(hubConfig)
+	if err != nil {
+		return err
+	}
+	hubFleet, err := versioned.NewForConfig(hubConfig)
+	if err != nil {
+		return err
+	}
+	settings, err := d.Settings(ctx)
+	if err != nil {
+		log.WithError(err).Warn("Using default agent settings")
+		settings = registration.AgentSettings{CheckinInterval: registration.DefaultCheckinInterval}
+	}
+
+	renewer := &registration.Renewer{Downstream: d, Hub: hubKube, Tokens: tokens, Log: log}
+	go renewer.Run(ctx, cred)
+
+	checkin := &Checkin{Hub: hubFleet, Credential: cred, Namespace: cfg.Namespace, Version: cfg.Version, Log: log}
+	checkin.Run(ctx, settings.CheckinInterval)
+	return nil
+}
+
+// watchBootstrap signals each time the bootstrap Secret is created.
+func watchBootstrap(ctx context.Context, client kubernetes.Interface, namespace string) <-chan struct{} {
+	added := make(chan struct{}, 1)
+	factory := informers.NewSharedInformerFactoryWithOptions(client, 10*time.Minute,
+		informers.WithNamespace(namespace),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", names.AgentBootstrapSecret).String()
+		}))
+	informer := factory.Core().V1().Secrets().Informer()
+	_, _ = informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj interface{}) {
+			// Secrets listed at start-up are handled by obtainIdentity itself.
+			if _, ok := obj.(*corev1.Secret); ok && informer.HasSynced() {
+				select {
+				case added <- struct{}{}:
+				default:
+				}
+			}
+		},
+	})
+	factory.Start(ctx.Done())
+	return added
+}

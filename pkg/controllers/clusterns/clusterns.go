@@ -1,0 +1,46 @@
+// Package clusterns creates the per-cluster namespace on the hub: where a Cluster's
+// BundleDeployments and identity live, and all its agent can read.
+package clusterns
+
+import (
+	"context"
+	"fmt"
+
+	corecontrollers "github.com/rancher/wrangler/v3/pkg/generated/controllers/core/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	fleet "github.com/flotilla/flotilla/pkg/apis/fleet.cattle.io/v1alpha1"
+	"github.com/flotilla/flotilla/pkg/names"
+)
+
+// Ensurer creates per-cluster namespaces that its cache does not show yet.
+type Ensurer struct {
+	Namespaces corecontrollers.NamespaceController
+}
+
+// Name is the per-cluster namespace of cluster.
+func Name(cluster *fleet.Cluster) string {
+	return names.ClusterNamespace(cluster.Namespace, cluster.Name)
+}
+
+// Ensure creates the per-cluster namespace of cluster if it does not exist.
+func (e *Ensurer) Ensure(_ context.Context, cluster *fleet.Cluster) error {
+	name := Name(cluster)
+	if _, err := e.Namespaces.Cache().Get(name); err == nil {
+		return nil
+	}
+	_, err := e.Namespaces.Create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+		Name: name,
+		Labels: map[string]string{
+			names.ManagedLabel:          "true",
+			names.ClusterLabel:          cluster.Name,
+			names.ClusterNamespaceLabel: cluster.Namespace,
+		},
+	}})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating namespace %s for Cluster %s/%s: %w", name, cluster.Namespace, cluster.Name, err)
+	}
+	return nil
+}

@@ -1,0 +1,41 @@
+package names
+
+import (
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+func TestDerivedNamesAreValidAndStable(t *testing.T) {
+	long := strings.Repeat("w", 63)
+	cases := map[string]string{
+		"cluster":           ClusterForClientID("d2a4c9ee-0d0b-4a61-9a1c-55b0a7a1c2f3"),
+		"namespace":         ClusterNamespace("clusters", "my-cluster"),
+		"long namespace":    ClusterNamespace(long, long),
+		"token SA":          TokenServiceAccount(long),
+		"credential":        CredentialSecret("id", "random"),
+		"status role":       ClusterStatusRole(long),
+		"contents binding":  ContentsBinding(ClusterNamespace(long, long)),
+		"limited":           Limit(strings.Repeat("a-", 40), 63),
+		"client id hash":    ClientIDHash("x"),
+		"cluster from long": ClusterForClientID(long + long),
+	}
+	for what, name := range cases {
+		if errs := validation.IsDNS1123Label(name); len(errs) > 0 {
+			t.Errorf("%s %q: %v", what, name, errs)
+		}
+	}
+	if got := ClusterForClientID("really-random"); got != ClusterForClientID("really-random") || len(got) != len("cluster-")+12 {
+		t.Errorf("ClusterForClientID is not a stable cluster-<12 hex>: %q", got)
+	}
+	if ClusterNamespace("a-b", "c") == ClusterNamespace("a", "b-c") {
+		t.Error("different workspace/cluster pairs share a namespace")
+	}
+	if !strings.HasPrefix(ClusterNamespace("clusters", "my-cluster"), "cluster-clusters-my-cluster-") {
+		t.Errorf("namespace %q does not read cluster-<workspace>-<cluster>-<hash>", ClusterNamespace("clusters", "my-cluster"))
+	}
+	if CredentialSecret("a", "bc") == CredentialSecret("ab", "c") {
+		t.Error("credential names collide when clientID and clientRandom are split differently")
+	}
+}

@@ -1,0 +1,275 @@
+package registration
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	fleet "github.com/flotilla/flotilla/pkg/apis/fleet.cattle.io/v1alpha1"
+	"github.com/flotilla/flotilla/pkg/generated/clientset/versioned"
+	"github.com/flotilla/flotilla/pkg/names"
+)
+
+// Downstream is where an agent keeps its configuration and identity: its namespace
+// in the downstream cluster.
+type Downstream struct {
+	Client    kubernetes.Interface
+	Namespace string
+}
+
+// AgentSettings are read from the downstream fleet-agent ConfigMap.
+type AgentSettings struct {
+	// ClientID, when empty, defaults to the UID of the kube-system namespace.
+	ClientID string
+	// Labels are asked for on a Cluster the hub creates.
+	Labels map[string]string
+	// CheckinInterval is how often the agent reports to the hub.
+	CheckinInterval time.Duration
+}
+
+// ConfigMap keys of the downstream fleet-agent ConfigMap.
+const (
+	cmClientID        = "clientID"
+	cmLabels          = "labels"
+	cmCheckinInterval = "checkinInterval"
+)
+
+// DefaultCheckinInterval is how often an agent reports when not told otherwise.
+const DefaultCheckinInterval = 30 * time.Second
+
+// Settings reads the fleet-agent ConfigMap; a missing ConfigMap means defaults.
+func (d Downstream) Settings(ctx context.Context) (AgentSettings, error) {
+	s := AgentSettings{CheckinInterval: DefaultCheckinInterval}
+	cm, err := d.Client.CoreV1().ConfigMaps(d.Namespace).Get(ctx, names.AgentConfigMap, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return s, nil
+	}
+	if err != nil {
+		return s, fmt.Errorf("reading ConfigMap %s/%s: %w", d.Namespace, names.AgentConfigMap, err)
+	}
+	s.ClientID = cm.Data[cmClientID]
+	if raw := cm.Data[cmLabels]; raw != "" && raw != "null" {
+		if err := json.Unmarshal([]byte(raw), &s.Labels); err != nil {
+			return s, fmt.Errorf("ConfigMap %s/%s: labels is not a JSON object: %w", d.Namespace, names.AgentConfigMap, err)
+		}
+	}
+	if raw := cm.Data[cmCheckinInterval]; raw != "" {
+		interval, err := time.ParseDuration(raw)
+		if err != nil || interval <= 0 {
+			return s, fmt.Errorf("ConfigMap %s/%s: checkinInterval %q is not a positive duration", d.Namespace, names.AgentConfigMap, raw)
+		}
+		s.CheckinInterval = interval
+	}
+	return s, nil
+}
+
+// ClientID is the configured clientID, or the UID of the downstream kube-system
+// namespace, which is stable for the life of the cluster.
+func (d Downstream) ClientID(ctx context.Context, settings AgentSettings) (string, error) {
+	if settings.ClientID != "" {
+		return settings.ClientID, nil
+	}
+	ns, err := d.Client.CoreV1().Namespaces().Get(ctx, "kube-system", metav1.GetOptions{})
+	if err != nil {
+		return "", fmt.Errorf("reading the kube-system namespace for the default clientID: %w", err)
+	}
+	return string(ns.UID), nil
+}
+
+// Bootstrap returns the registration values of the fleet-agent-bootstrap Secret, or
+// nil if there is none.
+func (d Downstream) Bootstrap(ctx context.Context) (*Values, error) {
+	secret, err := d.Client.CoreV1().Secrets(d.Namespace).Get(ctx, names.AgentBootstrapSecret, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading Secret %s/%s: %w", d.Namespace, names.AgentBootstrapSecret, err)
+	}
+	values := ValuesFromSecretData(secret.Data)
+	return &values, nil
+}
+
+// Identity returns the credential stored in the fleet-agent Secret, or nil if there
+// is none.
+func (d Downstream) Identity(ctx context.Context) (*Credential, error) {
+	secret, err := d.Client.CoreV1().Secrets(d.Namespace).Get(ctx, names.AgentIdentitySecret, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading Secret %s/%s: %w", d.Namespace, names.AgentIdentitySecret, err)
+	}
+	cred, err := CredentialFromSecretData(secret.Data)
+	if err != nil {
+		return nil, fmt.Errorf("Secret %s/%s: %w", d.Namespace, names.AgentIdentitySecret, err)
+	}
+	return &cred, nil
+}
+
+// StoreIdentity writes cred to the fleet-agent Secret, creating or replacing it.
+func (d Downstream) StoreIdentity(ctx context.Context, cred Credential) error {
+	secrets := d.Client.CoreV1().Secrets(d.Namespace)
+	desired := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: names.AgentIdentitySecret, Namespace: d.Namespace},
+		Type:       names.IdentitySecretType,
+		Data:       cred.SecretData(),
+	}
+	existing, err := secrets.Get(ctx, names.AgentIdentitySecret, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		_, err = secrets.Create(ctx, desired, metav1.CreateOptions{})
+	case err == nil && existing.Type != desired.Type:
+		// A Secret's type cannot change: replace one left by something else.
+		if err = secrets.Delete(ctx, existing.Name, metav1.DeleteOptions{}); err == nil {
+			_, err = secrets.Create(ctx, desired, metav1.CreateOptions{})
+		}
+	case err == nil:
+		existing.Data = desired.Data
+		_, err = secrets.Update(ctx, existing, metav1.UpdateOptions{})
+	}
+	if err != nil {
+		return fmt.Errorf("storing the identity in Secret %s/%s: %w", d.Namespace, names.AgentIdentitySecret, err)
+	}
+	return nil
+}
+
+// Register registers the downstream cluster with the hub using values and returns
+// the granted credential, already stored in the fleet-agent Secret, with the bootstrap
+// Secret deleted. It makes one attempt: the caller retries with backoff.
+func Register(ctx context.Context, d Downstream, values Values, log logrus.FieldLogger) (*Credential, error) {
+	if err := values.Validate(); err != nil {
+		return nil, fmt.Errorf("Secret %s/%s: %w", d.Namespace, names.AgentBootstrapSecret, err)
+	}
+	settings, err := d.Settings(ctx)
+	if err != nil {
+		return nil, err
+	}
+	clientID, err := d.ClientID(ctx, settings)
+	if err != nil {
+		return nil, err
+	}
+	hubConfig, err := HubConfig(values.APIServerURL, values.APIServerCA, values.Token)
+	if err != nil {
+		return nil, err
+	}
+	hub, err := versioned.NewForConfig(hubConfig)
+	if err != nil {
+		return nil, err
+	}
+	hubClient, err := kubernetes.NewForConfig(hubConfig)
+	if err != nil {
+		return nil, err
+	}
+
+	clientRandom, err := randomString()
+	if err != nil {
+		return nil, err
+	}
+	request := &fleet.ClusterRegistrationRequest{
+		ObjectMeta: metav1.ObjectMeta{
+			GenerateName: "request-",
+			Namespace:    values.ClusterNamespace,
+			Labels:       map[string]string{names.RegistrationTokenLabel: values.TokenName},
+		},
+		Spec: fleet.ClusterRegistrationRequestSpec{ClientID: clientID, ClientRandom: clientRandom, ClusterLabels: settings.Labels},
+	}
+	created, err := hub.FleetV1alpha1().ClusterRegistrationRequests(values.ClusterNamespace).Create(ctx, request, metav1.CreateOptions{})
+	if err != nil {
+		err = Explain(fmt.Sprintf("creating a ClusterRegistrationRequest in namespace %s with token %q", values.ClusterNamespace, values.TokenName), values.APIServerURL, err)
+		if apierrors.IsUnauthorized(errors.Unwrap(err)) || apierrors.IsUnauthorized(err) {
+			err = fmt.Errorf("%w; the ClusterRegistrationToken %q has probably expired or been deleted: create a new token and install the chart again with its values.yaml", err, values.TokenName)
+		}
+		return nil, err
+	}
+	log = log.WithFields(logrus.Fields{"request": values.ClusterNamespace + "/" + created.Name, "clientID": clientID})
+	log.Info("Sent the registration request; waiting for the hub to grant it")
+
+	secretName := names.CredentialSecret(clientID, clientRandom)
+	cred, err := waitForCredential(ctx, hubClient, values, secretName)
+	if err != nil {
+		return nil, err
+	}
+	cred.ClientID = clientID
+	if err := d.StoreIdentity(ctx, *cred); err != nil {
+		return nil, err
+	}
+	// The registration token is forgotten once the identity is stored.
+	err = d.Client.CoreV1().Secrets(d.Namespace).Delete(ctx, names.AgentBootstrapSecret, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("deleting the bootstrap Secret %s/%s: %w", d.Namespace, names.AgentBootstrapSecret, err)
+	}
+	log.WithField("cluster", cred.ClusterNamespace+"/"+cred.ClusterName).Info("Registered")
+	return cred, nil
+}
+
+// waitForCredential fetches the credential Secret the hub creates when it grants the
+// request. Until then the token may not read it (403) or it does not exist (404); the
+// wait starts at 50ms and backs off to 2s, so a prompt grant is picked up promptly
+// without a fixed poll.
+func waitForCredential(ctx context.Context, hub kubernetes.Interface, values Values, secretName string) (*Credential, error) {
+	backoff := wait.Backoff{Duration: 50 * time.Millisecond, Factor: 1.5, Jitter: 0.2, Steps: 1 << 30, Cap: 2 * time.Second}
+	waitCtx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	var cred *Credential
+	var lastErr error
+	err := wait.ExponentialBackoffWithContext(waitCtx, backoff, func(ctx context.Context) (bool, error) {
+		secret, err := hub.CoreV1().Secrets(values.SystemRegistrationNamespace).Get(ctx, secretName, metav1.GetOptions{})
+		switch {
+		case apierrors.IsForbidden(err) || apierrors.IsNotFound(err):
+			lastErr = err
+			return false, nil
+		case err != nil:
+			return false, Explain("waiting for the registration to be granted", values.APIServerURL, err)
+		}
+		c, err := CredentialFromSecretData(secret.Data)
+		if err != nil {
+			return false, fmt.Errorf("credential Secret %s/%s from the hub: %w", values.SystemRegistrationNamespace, secretName, err)
+		}
+		cred = &c
+		return true, nil
+	})
+	if err != nil {
+		if waitCtx.Err() != nil && ctx.Err() == nil {
+			return nil, fmt.Errorf("the hub did not grant the registration within 5 minutes (last answer: %v); is the hub running its controllers?", lastErr)
+		}
+		return nil, err
+	}
+	return cred, nil
+}
+
+// HubConfig is a client configuration for the hub at url, trusting ca (PEM or base64
+// of PEM; empty for the system trust store), authenticating with token.
+func HubConfig(url, ca, token string) (*rest.Config, error) {
+	caPEM, err := DecodeCA(ca)
+	if err != nil {
+		return nil, err
+	}
+	return &rest.Config{
+		Host:            url,
+		BearerToken:     token,
+		TLSClientConfig: rest.TLSClientConfig{CAData: caPEM},
+		UserAgent:       "flotilla-agent",
+		Timeout:         30 * time.Second,
+	}, nil
+}
+
+func randomString() (string, error) {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(b), nil
+}

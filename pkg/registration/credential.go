@@ -1,0 +1,133 @@
+package registration
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Credential is a cluster's identity on the hub: what the hub grants a request in a
+// credential Secret, and what the agent keeps in its downstream fleet-agent Secret.
+// Both Secrets use the same keys.
+type Credential struct {
+	// Token is a bound ServiceAccount token of the cluster's identity.
+	Token string
+	// Expires is when Token stops working.
+	Expires time.Time
+	// RenewAfter is how long after it was issued the agent replaces Token; zero means
+	// when half its lifetime has passed.
+	RenewAfter time.Duration
+	// APIServerURL and APIServerCA reach the hub.
+	APIServerURL string
+	APIServerCA  []byte
+	// ClusterName and ClusterNamespace name the Cluster (ClusterNamespace is its
+	// workspace).
+	ClusterName      string
+	ClusterNamespace string
+	// DeploymentNamespace is the per-cluster namespace holding the cluster's
+	// BundleDeployments and its identity ServiceAccount.
+	DeploymentNamespace string
+	// ClientID is the clientID the cluster registered with.
+	ClientID string
+	// Issued is when Token was issued.
+	Issued time.Time
+}
+
+// Keys of a credential Secret.
+const (
+	credToken               = "token"
+	credExpires             = "expires"
+	credRenewAfter          = "renewAfter"
+	credAPIServerURL        = "apiServerURL"
+	credAPIServerCA         = "apiServerCA"
+	credClusterName         = "clusterName"
+	credClusterNamespace    = "clusterNamespace"
+	credDeploymentNamespace = "deploymentNamespace"
+	credClientID            = "clientID"
+	credIssued              = "issued"
+)
+
+// SecretData encodes c for a Secret.
+func (c Credential) SecretData() map[string][]byte {
+	data := map[string][]byte{
+		credToken:               []byte(c.Token),
+		credExpires:             []byte(c.Expires.UTC().Format(time.RFC3339)),
+		credAPIServerURL:        []byte(c.APIServerURL),
+		credAPIServerCA:         c.APIServerCA,
+		credClusterName:         []byte(c.ClusterName),
+		credClusterNamespace:    []byte(c.ClusterNamespace),
+		credDeploymentNamespace: []byte(c.DeploymentNamespace),
+		credClientID:            []byte(c.ClientID),
+	}
+	if c.RenewAfter > 0 {
+		data[credRenewAfter] = []byte(c.RenewAfter.String())
+	}
+	if !c.Issued.IsZero() {
+		data[credIssued] = []byte(c.Issued.UTC().Format(time.RFC3339))
+	}
+	return data
+}
+
+// CredentialFromSecretData decodes a credential Secret.
+func CredentialFromSecretData(data map[string][]byte) (Credential, error) {
+	c := Credential{
+		Token:               string(data[credToken]),
+		APIServerURL:        string(data[credAPIServerURL]),
+		APIServerCA:         data[credAPIServerCA],
+		ClusterName:         string(data[credClusterName]),
+		ClusterNamespace:    string(data[credClusterNamespace]),
+		DeploymentNamespace: string(data[credDeploymentNamespace]),
+		ClientID:            string(data[credClientID]),
+	}
+	var missing []string
+	for key, value := range map[string]string{
+		credToken: c.Token, credAPIServerURL: c.APIServerURL, credClusterName: c.ClusterName,
+		credClusterNamespace: c.ClusterNamespace, credDeploymentNamespace: c.DeploymentNamespace,
+	} {
+		if value == "" {
+			missing = append(missing, key)
+		}
+	}
+	if len(missing) > 0 {
+		return c, fmt.Errorf("credential lacks %s", strings.Join(slices.Sorted(slices.Values(missing)), ", "))
+	}
+	for key, field := range map[string]*time.Time{credExpires: &c.Expires, credIssued: &c.Issued} {
+		if raw := data[key]; len(raw) > 0 {
+			t, err := time.Parse(time.RFC3339, string(raw))
+			if err != nil {
+				return c, fmt.Errorf("credential %s %q: %w", key, raw, err)
+			}
+			*field = t
+		}
+	}
+	if raw := data[credRenewAfter]; len(raw) > 0 {
+		d, err := time.ParseDuration(string(raw))
+		if err != nil {
+			return c, fmt.Errorf("credential renewAfter %q: %w", raw, err)
+		}
+		c.RenewAfter = d
+	}
+	return c, nil
+}
+
+// ErrExpired says a credential's token has expired.
+var ErrExpired = errors.New("the cluster credential has expired")
+
+// Lifetime is how long the token lasts from its issue, for asking for the next one.
+func (c Credential) Lifetime() time.Duration {
+	if c.Expires.IsZero() || c.Issued.IsZero() || !c.Expires.After(c.Issued) {
+		return 24 * time.Hour
+	}
+	return c.Expires.Sub(c.Issued)
+}
+
+// RenewAt is when the agent should replace the token: RenewAfter after its issue if
+// set, otherwise half way through its lifetime.
+func (c Credential) RenewAt() time.Time {
+	if c.RenewAfter > 0 {
+		return c.Issued.Add(c.RenewAfter)
+	}
+	return c.Issued.Add(c.Lifetime() / 2)
+}

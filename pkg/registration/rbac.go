@@ -1,0 +1,123 @@
+package registration
+
+import (
+	"bytes"
+	_ "embed"
+	"errors"
+	"fmt"
+	"io"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+
+	"github.com/flotilla/flotilla/pkg/names"
+)
+
+//go:embed manifests/clusterroles.yaml
+var clusterRolesYAML []byte
+
+// ClusterRoles are the shared ClusterRoles of the upstream identities, read from
+// manifests/clusterroles.yaml. The hub keeps them in place on every start.
+func ClusterRoles() ([]*rbacv1.ClusterRole, error) {
+	decoder := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(clusterRolesYAML), 4096)
+	var roles []*rbacv1.ClusterRole
+	for {
+		role := &rbacv1.ClusterRole{}
+		if err := decoder.Decode(role); err != nil {
+			if errors.Is(err, io.EOF) {
+				return roles, nil
+			}
+			return nil, fmt.Errorf("manifests/clusterroles.yaml: %w", err)
+		}
+		if role.Name != "" {
+			roles = append(roles, role)
+		}
+	}
+}
+
+func managedLabels(extra map[string]string) map[string]string {
+	labels := map[string]string{names.ManagedLabel: "true"}
+	for k, v := range extra {
+		labels[k] = v
+	}
+	return labels
+}
+
+func serviceAccountSubject(namespace, name string) []rbacv1.Subject {
+	return []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: namespace, Name: name}}
+}
+
+func clusterRoleRef(name string) rbacv1.RoleRef {
+	return rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name}
+}
+
+// TokenRoleBinding lets a registration token's ServiceAccount create requests in the
+// token's workspace.
+func TokenRoleBinding(workspace, serviceAccount string) *rbacv1.RoleBinding {
+	return &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: serviceAccount, Namespace: workspace, Labels: managedLabels(nil)},
+		RoleRef:    clusterRoleRef(names.RegistrationClusterRole),
+		Subjects:   serviceAccountSubject(workspace, serviceAccount),
+	}
+}
+
+// CredentialReader lets one token's ServiceAccount read one credential Secret: the
+// one granted to a request that token made.
+func CredentialReader(secretNamespace, secretName, tokenNamespace, tokenServiceAccount string, labels map[string]string) (*rbacv1.Role, *rbacv1.RoleBinding) {
+	meta := metav1.ObjectMeta{Name: secretName, Namespace: secretNamespace, Labels: managedLabels(labels)}
+	role := &rbacv1.Role{
+		ObjectMeta: meta,
+		Rules: []rbacv1.PolicyRule{{
+			APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{secretName}, Verbs: []string{"get"},
+		}},
+	}
+	binding := &rbacv1.RoleBinding{
+		ObjectMeta: *meta.DeepCopy(),
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: secretName},
+		Subjects:   serviceAccountSubject(tokenNamespace, tokenServiceAccount),
+	}
+	return role, binding
+}
+
+// ClusterIdentityRBAC is everything a cluster identity may do, and nothing more:
+// in its per-cluster namespace what the flotilla-agent ClusterRole allows; in its
+// workspace, get and patch the status of its own Cluster; Contents by name.
+type ClusterIdentityRBAC struct {
+	AgentBinding    *rbacv1.RoleBinding
+	StatusRole      *rbacv1.Role
+	StatusBinding   *rbacv1.RoleBinding
+	ContentsBinding *rbacv1.ClusterRoleBinding
+}
+
+// ClusterIdentity builds the RBAC of the identity of Cluster workspace/cluster whose
+// ServiceAccount lives in clusterNamespace.
+func ClusterIdentity(workspace, cluster, clusterNamespace string) ClusterIdentityRBAC {
+	labels := managedLabels(map[string]string{names.ClusterLabel: cluster, names.ClusterNamespaceLabel: workspace})
+	subject := serviceAccountSubject(clusterNamespace, names.AgentIdentityServiceAccount)
+	statusRole := names.ClusterStatusRole(cluster)
+	return ClusterIdentityRBAC{
+		AgentBinding: &rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: names.AgentClusterRole, Namespace: clusterNamespace, Labels: labels},
+			RoleRef:    clusterRoleRef(names.AgentClusterRole),
+			Subjects:   subject,
+		},
+		StatusRole: &rbacv1.Role{
+			ObjectMeta: metav1.ObjectMeta{Name: statusRole, Namespace: workspace, Labels: labels},
+			Rules: []rbacv1.PolicyRule{
+				{APIGroups: []string{"fleet.cattle.io"}, Resources: []string{"clusters"}, ResourceNames: []string{cluster}, Verbs: []string{"get"}},
+				{APIGroups: []string{"fleet.cattle.io"}, Resources: []string{"clusters/status"}, ResourceNames: []string{cluster}, Verbs: []string{"get", "patch"}},
+			},
+		},
+		StatusBinding: &rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: statusRole, Namespace: workspace, Labels: labels},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: statusRole},
+			Subjects:   subject,
+		},
+		ContentsBinding: &rbacv1.ClusterRoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: names.ContentsBinding(clusterNamespace), Labels: labels},
+			RoleRef:    clusterRoleRef(names.AgentContentsClusterRole),
+			Subjects:   subject,
+		},
+	}
+}
