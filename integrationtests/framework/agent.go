@@ -1,0 +1,111 @@
+package framework
+
+import (
+	"context"
+	"encoding/base64"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/flotilla/flotilla/pkg/generated/clientset/versioned"
+	"github.com/flotilla/flotilla/pkg/registration"
+)
+
+// AgentChart is the path of the fleet-agent chart in the repository.
+func AgentChart(t testing.TB) string {
+	return filepath.Join(RepoRoot(t), "charts", "fleet-like", "agent")
+}
+
+// StartAgent runs the agent against downstream cluster ds, exactly as the chart's
+// Deployment runs it in a cluster (there is no kubelet to run the Pod).
+func StartAgent(t testing.TB, ds *Cluster) *Process {
+	t.Helper()
+	logDir := shortTempDir(t, "flt-agent-")
+	return startProcess(t, "agent of "+ds.Name, filepath.Join(logDir, "agent.log"), filepath.Join(BinDir(t), "agent"),
+		"--kubeconfig", ds.Kubeconfig, "--namespace", "cattle-fleet-system")
+}
+
+// Fleet returns a fleet.cattle.io clientset for this cluster.
+func (c *Cluster) Fleet() versioned.Interface {
+	c.t.Helper()
+	client, err := versioned.NewForConfig(c.RESTConfig())
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return client
+}
+
+// CreateToken applies a ClusterRegistrationToken with ttl (empty for none) in
+// namespace, creating the namespace if needed, and returns the path of its
+// values.yaml once the hub has written it, as the seed's commands fetch it.
+func (h *Hub) CreateToken(namespace, name, ttl string) string {
+	h.t.Helper()
+	if _, err := h.Kubectl("", "get", "namespace", namespace); err != nil {
+		h.MustKubectl("", "create", "namespace", namespace)
+	}
+	manifest := "kind: ClusterRegistrationToken\napiVersion: fleet.cattle.io/v1alpha1\nmetadata:\n  name: " + name +
+		"\n  namespace: " + namespace + "\n"
+	if ttl != "" {
+		manifest += "spec:\n  ttl: " + ttl + "\n"
+	}
+	h.MustKubectl(manifest, "apply", "-f", "-")
+	var values string
+	waitFor(h.t, "the values Secret of token "+name, time.Minute, nil, func(ctx context.Context) (bool, error) {
+		out, err := h.Kubectl("", "-n", namespace, "get", "secret", name, "-o", "jsonpath={.data.values}")
+		if err != nil || out == "" {
+			return false, err
+		}
+		decoded, err := base64.StdEncoding.DecodeString(out)
+		if err != nil {
+			return false, err
+		}
+		values = string(decoded)
+		return true, nil
+	})
+	path := filepath.Join(shortTempDir(h.t, "flt-values-"), "values.yaml")
+	if err := os.WriteFile(path, []byte(values), 0o600); err != nil {
+		h.t.Fatal(err)
+	}
+	return path
+}
+
+// InstallAgent runs the seed's `helm install` of the fleet-agent chart into ds with
+// valuesFile and extra arguments (such as --set-string labels.env=dev).
+func InstallAgent(t testing.TB, ds *Cluster, valuesFile string, extra ...string) {
+	t.Helper()
+	args := append([]string{"-n", "cattle-fleet-system", "install", "--create-namespace"}, extra...)
+	args = append(args, "--values", valuesFile, "fleet-agent", AgentChart(t))
+	if out, err := ds.Helm(args...); err != nil {
+		t.Fatalf("helm %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+}
+
+// Eventually retries check every 100ms until it returns nil, failing the test with
+// its last error after timeout.
+func Eventually(t testing.TB, what string, timeout time.Duration, check func(ctx context.Context) error) {
+	t.Helper()
+	waitFor(t, what, timeout, nil, func(ctx context.Context) (bool, error) {
+		err := check(ctx)
+		return err == nil, err
+	})
+}
+
+// Get is metav1.GetOptions{}, to keep test lines short.
+var Get = metav1.GetOptions{}
+
+// ReadValues reads a values.yaml written by CreateToken.
+func ReadValues(path string) (registration.Values, error) {
+	var v registration.Values
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return v, err
+	}
+	err = yaml.Unmarshal(data, &v)
+	return v, err
+}

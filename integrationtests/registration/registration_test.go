@@ -1,0 +1,490 @@
+// Package registration tests agent-initiated registration as users do it (journeys
+// J1, J2 and J5): tokens, the fleet-agent chart installed with helm, the agent run as
+// its Deployment would run it, against a real hub and real downstream control planes.
+package registration
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	fleet "github.com/flotilla/flotilla/pkg/apis/fleet.cattle.io/v1alpha1"
+	"github.com/flotilla/flotilla/integrationtests/framework"
+	"github.com/flotilla/flotilla/pkg/generated/clientset/versioned"
+	"github.com/flotilla/flotilla/pkg/names"
+	"github.com/flotilla/flotilla/pkg/registration"
+)
+
+const (
+	workspace = "clusters"
+	timeout   = 2 * time.Minute
+)
+
+// identity reads the credential the agent stored in the downstream fleet-agent Secret.
+func identity(t *testing.T, ds *framework.Cluster) registration.Credential {
+	t.Helper()
+	secret, err := ds.Client().CoreV1().Secrets(names.SystemNamespace).Get(context.Background(), names.AgentIdentitySecret, framework.Get)
+	if err != nil {
+		t.Fatalf("%s: reading the identity Secret: %v", ds.Name, err)
+	}
+	cred, err := registration.CredentialFromSecretData(secret.Data)
+	if err != nil {
+		t.Fatalf("%s: %v", ds.Name, err)
+	}
+	return cred
+}
+
+// waitRegistered waits until the downstream bootstrap Secret is gone and the identity
+// Secret exists, and returns the identity.
+func waitRegistered(t *testing.T, ds *framework.Cluster) registration.Credential {
+	t.Helper()
+	client := ds.Client()
+	framework.Eventually(t, ds.Name+" to register", timeout, func(ctx context.Context) error {
+		if _, err := client.CoreV1().Secrets(names.SystemNamespace).Get(ctx, names.AgentBootstrapSecret, framework.Get); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("bootstrap Secret still there (err=%v)", err)
+		}
+		_, err := client.CoreV1().Secrets(names.SystemNamespace).Get(ctx, names.AgentIdentitySecret, framework.Get)
+		return err
+	})
+	return identity(t, ds)
+}
+
+// waitReady waits until the Cluster is Ready, and returns it.
+func waitReady(t *testing.T, hub *framework.Hub, name string) *fleet.Cluster {
+	t.Helper()
+	var cluster *fleet.Cluster
+	client := hub.Fleet()
+	framework.Eventually(t, "Cluster "+name+" to be Ready", timeout, func(ctx context.Context) error {
+		c, err := client.FleetV1alpha1().Clusters(workspace).Get(ctx, name, framework.Get)
+		if err != nil {
+			return err
+		}
+		for _, cond := range c.Status.Conditions {
+			if cond.Type == "Ready" && cond.Status == corev1.ConditionTrue {
+				cluster = c
+				return nil
+			}
+		}
+		return fmt.Errorf("not Ready: %+v", c.Status.Conditions)
+	})
+	return cluster
+}
+
+// asIdentity is a client for the hub that authenticates as cred.
+func asIdentity(t *testing.T, hub *framework.Hub, token string) (kubernetes.Interface, versioned.Interface) {
+	t.Helper()
+	cfg := rest.AnonymousClientConfig(hub.RESTConfig())
+	cfg.BearerToken = token
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fleetClient, err := versioned.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kube, fleetClient
+}
+
+func TestAgentRegistersWithToken(t *testing.T) {
+	t.Parallel()
+	hub := framework.StartHub(t)
+	a := framework.StartControlPlane(t, "downstream-a")
+	b := framework.StartControlPlane(t, "downstream-b")
+	values := hub.CreateToken(workspace, "new-token", "240h")
+
+	agents := map[string]*framework.Process{}
+	for _, ds := range []*framework.Cluster{a, b} {
+		framework.InstallAgent(t, ds, values, "--set-string", "labels.example=true", "--set-string", "labels.env=dev",
+			"--set-string", "labels.fleet\\.cattle\\.io/spoofed=yes", "--set-string", "labels.management\\.cattle\\.io/x=y")
+		agents[ds.Name] = framework.StartAgent(t, ds)
+	}
+	creds := map[string]registration.Credential{}
+	for _, ds := range []*framework.Cluster{a, b} {
+		creds[ds.Name] = waitRegistered(t, ds)
+	}
+	if creds[a.Name].ClusterName == creds[b.Name].ClusterName {
+		t.Fatalf("both clusters registered into %s", creds[a.Name].ClusterName)
+	}
+
+	for _, ds := range []*framework.Cluster{a, b} {
+		cred := creds[ds.Name]
+		kubeSystem, err := ds.Client().CoreV1().Namespaces().Get(context.Background(), "kube-system", framework.Get)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := names.ClusterForClientID(string(kubeSystem.UID)); cred.ClusterName != want {
+			t.Errorf("%s registered as %s, want %s (cluster-<hash of the kube-system UID>)", ds.Name, cred.ClusterName, want)
+		}
+		cluster := waitReady(t, hub, cred.ClusterName)
+		if cluster.Labels["example"] != "true" || cluster.Labels["env"] != "dev" {
+			t.Errorf("Cluster %s labels %v, want example=true env=dev", cluster.Name, cluster.Labels)
+		}
+		for key := range cluster.Labels {
+			if strings.Contains(key, "fleet.cattle.io/") || strings.Contains(key, "management.cattle.io/") {
+				t.Errorf("Cluster %s carries the spoofed label %s", cluster.Name, key)
+			}
+		}
+		if cluster.Status.Namespace != names.ClusterNamespace(workspace, cluster.Name) || cluster.Status.Agent.LastSeen.IsZero() {
+			t.Errorf("Cluster %s status: namespace %q, lastSeen %v", cluster.Name, cluster.Status.Namespace, cluster.Status.Agent.LastSeen)
+		}
+	}
+
+	out := hub.MustKubectl("", "-n", workspace, "get", "clusters.fleet.cattle.io")
+	for _, cred := range creds {
+		if !strings.Contains(out, cred.ClusterName) {
+			t.Errorf("kubectl get clusters does not list %s:\n%s", cred.ClusterName, out)
+		}
+	}
+
+	// Restarting an agent re-uses its stored identity: no new request, same Cluster.
+	before, err := hub.Fleet().FleetV1alpha1().ClusterRegistrationRequests(workspace).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	agents[a.Name].Stop()
+	agents[a.Name].Restart()
+	framework.Eventually(t, "the restarted agent to check in", timeout, func(ctx context.Context) error {
+		if !strings.Contains(agents[a.Name].Log(), "Starting the agent") {
+			return fmt.Errorf("not started")
+		}
+		c, err := hub.Fleet().FleetV1alpha1().Clusters(workspace).Get(ctx, creds[a.Name].ClusterName, framework.Get)
+		if err != nil {
+			return err
+		}
+		if restarted := strings.Count(agents[a.Name].Log(), "Starting the agent"); restarted < 2 {
+			return fmt.Errorf("agent started %d times", restarted)
+		}
+		if !c.Status.Agent.LastSeen.After(time.Now().Add(-5 * time.Second)) {
+			return fmt.Errorf("last seen %v", c.Status.Agent.LastSeen)
+		}
+		return nil
+	})
+	after, err := hub.Fleet().FleetV1alpha1().ClusterRegistrationRequests(workspace).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(after.Items) != len(before.Items) {
+		t.Fatalf("restarting the agent made a new request: %d before, %d after", len(before.Items), len(after.Items))
+	}
+	if got := identity(t, a); got.ClusterName != creds[a.Name].ClusterName {
+		t.Fatalf("after restart the agent is %s, was %s", got.ClusterName, creds[a.Name].ClusterName)
+	}
+}
+
+func TestAgentJoinsPredefinedCluster(t *testing.T) {
+	t.Parallel()
+	hub := framework.StartHub(t)
+	ds := framework.StartControlPlane(t, "downstream")
+	values := hub.CreateToken(workspace, "new-token", "240h")
+	hub.MustKubectl(`kind: Cluster
+apiVersion: fleet.cattle.io/v1alpha1
+metadata:
+  name: my-cluster
+  namespace: clusters
+spec:
+  clientID: "really-random"
+`, "apply", "-f", "-")
+
+	framework.InstallAgent(t, ds, values, "--set", "clientID=really-random")
+	framework.StartAgent(t, ds)
+	cred := waitRegistered(t, ds)
+	if cred.ClusterName != "my-cluster" {
+		t.Fatalf("the agent registered as %s, want my-cluster", cred.ClusterName)
+	}
+	waitReady(t, hub, "my-cluster")
+	clusters, err := hub.Fleet().FleetV1alpha1().Clusters(workspace).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(clusters.Items) != 1 {
+		t.Fatalf("%d Clusters in %s, want only my-cluster", len(clusters.Items), workspace)
+	}
+}
+
+func TestExpiredTokenIsRevoked(t *testing.T) {
+	t.Parallel()
+	hub := framework.StartHub(t)
+	ds := framework.StartControlPlane(t, "downstream")
+	values := hub.CreateToken(workspace, "short", "1m")
+	client := hub.Client()
+	ctx := context.Background()
+	sa, err := client.CoreV1().ServiceAccounts(workspace).Get(ctx, names.TokenServiceAccount("short"), framework.Get)
+	if err != nil {
+		t.Fatalf("the token's ServiceAccount: %v", err)
+	}
+	raw, err := framework.ReadValues(values)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokenClient, _ := asIdentity(t, hub, raw.Token)
+
+	framework.Eventually(t, "the token to be deleted at expiry", 2*time.Minute, func(ctx context.Context) error {
+		if _, err := hub.Fleet().FleetV1alpha1().ClusterRegistrationTokens(workspace).Get(ctx, "short", framework.Get); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("token still there (err=%v)", err)
+		}
+		if _, err := client.CoreV1().Secrets(workspace).Get(ctx, "short", framework.Get); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("values Secret still there (err=%v)", err)
+		}
+		if _, err := client.CoreV1().ServiceAccounts(workspace).Get(ctx, sa.Name, framework.Get); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("ServiceAccount still there (err=%v)", err)
+		}
+		return nil
+	})
+	// The credential itself is revoked, not just hidden.
+	if _, err = tokenClient.CoreV1().Namespaces().Get(ctx, workspace, framework.Get); !apierrors.IsUnauthorized(err) {
+		t.Fatalf("the expired token still authenticates (err=%v)", err)
+	}
+
+	framework.InstallAgent(t, ds, values)
+	agent := framework.StartAgent(t, ds)
+	framework.Eventually(t, "the agent to say why it cannot register", timeout, func(context.Context) error {
+		log := agent.Log()
+		if strings.Contains(log, "401 Unauthorized") && strings.Contains(log, `ClusterRegistrationToken "short" has probably expired or been deleted`) {
+			return nil
+		}
+		return fmt.Errorf("agent log does not explain the refusal yet:\n%s", log)
+	})
+	clusters, err := hub.Fleet().FleetV1alpha1().Clusters(workspace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(clusters.Items) != 0 {
+		t.Fatalf("an expired token registered %d clusters", len(clusters.Items))
+	}
+}
+
+func TestReRegisteringLeavesOneSetOfObjects(t *testing.T) {
+	t.Parallel()
+	hub := framework.StartHub(t)
+	ds := framework.StartControlPlane(t, "downstream")
+	values := hub.CreateToken(workspace, "new-token", "240h")
+	framework.InstallAgent(t, ds, values)
+	// Keep the bootstrap values to hand them to the agent again and again.
+	bootstrap, err := ds.Client().CoreV1().Secrets(names.SystemNamespace).Get(context.Background(), names.AgentBootstrapSecret, framework.Get)
+	if err != nil {
+		t.Fatal(err)
+	}
+	framework.StartAgent(t, ds)
+	first := waitRegistered(t, ds)
+	ctx := context.Background()
+
+	previous := first
+	for i := 0; i < 20; i++ {
+		again := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: bootstrap.Name, Namespace: bootstrap.Namespace}, Data: bootstrap.Data}
+		if _, err := ds.Client().CoreV1().Secrets(names.SystemNamespace).Create(ctx, again, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		framework.Eventually(t, fmt.Sprintf("re-registration %d", i+1), timeout, func(ctx context.Context) error {
+			if _, err := ds.Client().CoreV1().Secrets(names.SystemNamespace).Get(ctx, names.AgentBootstrapSecret, framework.Get); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("bootstrap Secret not consumed yet")
+			}
+			if identity(t, ds).Token == previous.Token {
+				return fmt.Errorf("identity not replaced yet")
+			}
+			return nil
+		})
+		current := identity(t, ds)
+		if current.ClusterName != first.ClusterName {
+			t.Fatalf("re-registration %d moved the agent to Cluster %s", i+1, current.ClusterName)
+		}
+		previous = current
+	}
+
+	// The identity of an earlier registration no longer works.
+	oldKube, _ := asIdentity(t, hub, first.Token)
+	_, err = oldKube.CoreV1().ServiceAccounts(first.DeploymentNamespace).Get(ctx, names.AgentIdentityServiceAccount, framework.Get)
+	if !apierrors.IsUnauthorized(err) {
+		t.Errorf("the first registration's credential still authenticates (err=%v)", err)
+	}
+
+	framework.Eventually(t, "exactly one set of registration objects", timeout, func(ctx context.Context) error {
+		counts := countRegistrationObjects(ctx, t, hub, first)
+		for what, n := range counts {
+			if n != 1 {
+				return fmt.Errorf("%d %s, want 1 (all: %v)", n, what, counts)
+			}
+		}
+		return nil
+	})
+}
+
+// countRegistrationObjects counts, on the hub, what registrations of cred's cluster
+// left behind.
+func countRegistrationObjects(ctx context.Context, t *testing.T, hub *framework.Hub, cred registration.Credential) map[string]int {
+	t.Helper()
+	kube, fleetClient := hub.Client(), hub.Fleet()
+	counts := map[string]int{}
+	reqs, err := fleetClient.FleetV1alpha1().ClusterRegistrationRequests(cred.ClusterNamespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts["requests"] = len(reqs.Items)
+	clusters, err := fleetClient.FleetV1alpha1().Clusters(cred.ClusterNamespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts["clusters"] = len(clusters.Items)
+	selector := metav1.ListOptions{LabelSelector: names.ClusterLabel + "=" + cred.ClusterName}
+	secrets, _ := kube.CoreV1().Secrets(names.RegistrationNamespace).List(ctx, selector)
+	roles, _ := kube.RbacV1().Roles(names.RegistrationNamespace).List(ctx, selector)
+	bindings, _ := kube.RbacV1().RoleBindings(names.RegistrationNamespace).List(ctx, selector)
+	counts["credential secrets"], counts["credential roles"], counts["credential rolebindings"] = len(secrets.Items), len(roles.Items), len(bindings.Items)
+	sas, _ := kube.CoreV1().ServiceAccounts(cred.DeploymentNamespace).List(ctx, metav1.ListOptions{})
+	identities := 0
+	for _, sa := range sas.Items {
+		if sa.Name == names.AgentIdentityServiceAccount {
+			identities++
+		}
+	}
+	counts["identity serviceaccounts"] = identities
+	return counts
+}
+
+func TestDeletingAClusterLeavesNothing(t *testing.T) {
+	t.Parallel()
+	hub := framework.StartHub(t)
+	ds := framework.StartControlPlane(t, "downstream")
+	values := hub.CreateToken(workspace, "new-token", "240h")
+	framework.InstallAgent(t, ds, values)
+	agent := framework.StartAgent(t, ds)
+	cred := waitRegistered(t, ds)
+	waitReady(t, hub, cred.ClusterName)
+	agent.Stop()
+
+	ctx := context.Background()
+	if err := hub.Fleet().FleetV1alpha1().Clusters(workspace).Delete(ctx, cred.ClusterName, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	kube := hub.Client()
+	framework.Eventually(t, "everything of the deleted Cluster to be gone", timeout, func(ctx context.Context) error {
+		var left []string
+		if _, err := hub.Fleet().FleetV1alpha1().Clusters(workspace).Get(ctx, cred.ClusterName, framework.Get); !apierrors.IsNotFound(err) {
+			left = append(left, "the Cluster")
+		}
+		if _, err := kube.CoreV1().Namespaces().Get(ctx, cred.DeploymentNamespace, framework.Get); !apierrors.IsNotFound(err) {
+			left = append(left, "namespace "+cred.DeploymentNamespace)
+		}
+		if _, err := kube.RbacV1().ClusterRoleBindings().Get(ctx, names.ContentsBinding(cred.DeploymentNamespace), framework.Get); !apierrors.IsNotFound(err) {
+			left = append(left, "the Contents ClusterRoleBinding")
+		}
+		if _, err := kube.RbacV1().Roles(workspace).Get(ctx, names.ClusterStatusRole(cred.ClusterName), framework.Get); !apierrors.IsNotFound(err) {
+			left = append(left, "the status Role")
+		}
+		if _, err := kube.RbacV1().RoleBindings(workspace).Get(ctx, names.ClusterStatusRole(cred.ClusterName), framework.Get); !apierrors.IsNotFound(err) {
+			left = append(left, "the status RoleBinding")
+		}
+		for what, n := range countRegistrationObjects(ctx, t, hub, cred) {
+			if n != 0 && what != "identity serviceaccounts" {
+				left = append(left, fmt.Sprintf("%d %s", n, what))
+			}
+		}
+		if len(left) > 0 {
+			return fmt.Errorf("left behind: %s", strings.Join(left, ", "))
+		}
+		return nil
+	})
+}
+
+func TestClusterIdentitiesAreIsolated(t *testing.T) {
+	t.Parallel()
+	hub := framework.StartHub(t)
+	a := framework.StartControlPlane(t, "downstream-a")
+	b := framework.StartControlPlane(t, "downstream-b")
+	values := hub.CreateToken(workspace, "new-token", "240h")
+	for _, ds := range []*framework.Cluster{a, b} {
+		framework.InstallAgent(t, ds, values)
+		framework.StartAgent(t, ds)
+	}
+	credA, credB := waitRegistered(t, a), waitRegistered(t, b)
+	waitReady(t, hub, credA.ClusterName)
+	ctx := context.Background()
+	kubeA, fleetA := asIdentity(t, hub, credA.Token)
+
+	// What A may do: its own BundleDeployments, its own Cluster's status.
+	if _, err := fleetA.FleetV1alpha1().BundleDeployments(credA.DeploymentNamespace).List(ctx, metav1.ListOptions{}); err != nil {
+		t.Errorf("A cannot list its own BundleDeployments: %v", err)
+	}
+	patch := []byte(`{"status":{"agent":{"namespace":"cattle-fleet-system"}}}`)
+	if _, err := fleetA.FleetV1alpha1().Clusters(workspace).Patch(ctx, credA.ClusterName, types.MergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
+		t.Errorf("A cannot patch its own Cluster's status: %v", err)
+	}
+
+	forbidden := map[string]error{}
+	_, forbidden["list B's BundleDeployments"] = fleetA.FleetV1alpha1().BundleDeployments(credB.DeploymentNamespace).List(ctx, metav1.ListOptions{})
+	_, forbidden["get B's Cluster"] = fleetA.FleetV1alpha1().Clusters(workspace).Get(ctx, credB.ClusterName, framework.Get)
+	_, forbidden["patch B's Cluster status"] = fleetA.FleetV1alpha1().Clusters(workspace).Patch(ctx, credB.ClusterName, types.MergePatchType, patch, metav1.PatchOptions{}, "status")
+	_, forbidden["patch its own Cluster spec"] = fleetA.FleetV1alpha1().Clusters(workspace).Patch(ctx, credA.ClusterName, types.MergePatchType, []byte(`{"spec":{"paused":true}}`), metav1.PatchOptions{})
+	_, forbidden["list Clusters"] = fleetA.FleetV1alpha1().Clusters(workspace).List(ctx, metav1.ListOptions{})
+	secrets, err := hub.Client().CoreV1().Secrets(names.RegistrationNamespace).List(ctx, metav1.ListOptions{LabelSelector: names.ClusterLabel + "=" + credB.ClusterName})
+	if err != nil || len(secrets.Items) != 1 {
+		t.Fatalf("B's credential Secret: %v (%d found)", err, len(secrets.Items))
+	}
+	secretB := secrets.Items[0].Name
+	_, forbidden["get B's credential Secret"] = kubeA.CoreV1().Secrets(names.RegistrationNamespace).Get(ctx, secretB, framework.Get)
+	_, forbidden["list Secrets of its own namespace"] = kubeA.CoreV1().Secrets(credA.DeploymentNamespace).List(ctx, metav1.ListOptions{})
+	_, forbidden["get a Secret in kube-system"] = kubeA.CoreV1().Secrets("kube-system").Get(ctx, "anything", framework.Get)
+	_, forbidden["list Secrets of the workspace"] = kubeA.CoreV1().Secrets(workspace).List(ctx, metav1.ListOptions{})
+	_, forbidden["list Contents"] = fleetA.FleetV1alpha1().Contents().List(ctx, metav1.ListOptions{})
+	_, forbidden["create a token for B's identity"] = kubeA.CoreV1().ServiceAccounts(credB.DeploymentNamespace).CreateToken(ctx, names.AgentIdentityServiceAccount, nil, metav1.CreateOptions{})
+	for what, err := range forbidden {
+		if !apierrors.IsForbidden(err) {
+			t.Errorf("cluster A could %s (err=%v), want 403 Forbidden", what, err)
+		}
+	}
+}
+
+func TestAgentRenewsItsTokenInPlace(t *testing.T) {
+	t.Parallel()
+	hub := framework.StartHub(t, "--agent-token-renew-after", "20s")
+	ds := framework.StartControlPlane(t, "downstream")
+	values := hub.CreateToken(workspace, "new-token", "240h")
+	framework.InstallAgent(t, ds, values, "--set", "checkinInterval=3s")
+	agent := framework.StartAgent(t, ds)
+	cred := waitRegistered(t, ds)
+	waitReady(t, hub, cred.ClusterName)
+
+	tokens := map[string]bool{cred.Token: true}
+	deadline := time.Now().Add(2 * time.Minute)
+	ctx := context.Background()
+	for time.Now().Before(deadline) {
+		time.Sleep(3 * time.Second)
+		select {
+		case <-agent.Exited():
+			t.Fatalf("the agent exited:\n%s", agent.Log())
+		default:
+		}
+		current := identity(t, ds)
+		if !tokens[current.Token] {
+			tokens[current.Token] = true
+			// The stored token works for what the agent does.
+			_, fleetClient := asIdentity(t, hub, current.Token)
+			if _, err := fleetClient.FleetV1alpha1().BundleDeployments(current.DeploymentNamespace).List(ctx, metav1.ListOptions{}); err != nil {
+				t.Fatalf("a renewed token does not work: %v", err)
+			}
+		}
+	}
+	// Renewal every 20 s over two minutes: about six new tokens.
+	if renewed := len(tokens) - 1; renewed < 4 {
+		t.Fatalf("the token was renewed %d times in two minutes, want about 6:\n%s", renewed, agent.Log())
+	}
+	if starts := strings.Count(agent.Log(), "Starting the agent"); starts != 1 {
+		t.Fatalf("the agent restarted (%d starts)", starts)
+	}
+	c, err := hub.Fleet().FleetV1alpha1().Clusters(workspace).Get(ctx, cred.ClusterName, framework.Get)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if since := time.Since(c.Status.Agent.LastSeen.Time); since > 15*time.Second {
+		t.Fatalf("the agent stopped checking in: last seen %s ago", since.Round(time.Second))
+	}
+}
