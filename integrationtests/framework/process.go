@@ -171,7 +171,13 @@ func shortTempDir(t testing.TB, prefix string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("kept %s for inspection", dir)
+			return
+		}
+		os.RemoveAll(dir)
+	})
 	return dir
 }
 

@@ -249,7 +249,7 @@ func TestExpiredTokenIsRevoked(t *testing.T) {
 	agent := framework.StartAgent(t, ds)
 	framework.Eventually(t, "the agent to say why it cannot register", timeout, func(context.Context) error {
 		log := agent.Log()
-		if strings.Contains(log, "401 Unauthorized") && strings.Contains(log, `ClusterRegistrationToken "short" has probably expired or been deleted`) {
+		if strings.Contains(log, "401 Unauthorized") && strings.Contains(log, `refused registration token \"short\" (401 Unauthorized): the ClusterRegistrationToken has expired or been deleted`) {
 			return nil
 		}
 		return fmt.Errorf("agent log does not explain the refusal yet:\n%s", log)

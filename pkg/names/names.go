@@ -53,8 +53,11 @@ const (
 	// ClientIDHashLabel is the hash of a clientID, for finding what belongs to it.
 	ClientIDHashLabel = "fleet.cattle.io/client-id-hash"
 
+	// ClusterCleanup names the Cluster removal handler; wrangler makes its finalizer
+	// ClusterFinalizer from it.
+	ClusterCleanup = "flotilla-cluster-cleanup"
 	// ClusterFinalizer lets the hub clean up what lives outside a Cluster's namespace.
-	ClusterFinalizer = "fleet.cattle.io/cluster-cleanup"
+	ClusterFinalizer = "wrangler.cattle.io/" + ClusterCleanup
 
 	// RegistrationValuesSecretType is the type of a token's values Secret.
 	RegistrationValuesSecretType = "fleet.cattle.io/cluster-registration-values"

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -187,12 +186,12 @@ func Register(ctx context.Context, d Downstream, values Values, log logrus.Field
 		Spec: fleet.ClusterRegistrationRequestSpec{ClientID: clientID, ClientRandom: clientRandom, ClusterLabels: settings.Labels},
 	}
 	created, err := hub.FleetV1alpha1().ClusterRegistrationRequests(values.ClusterNamespace).Create(ctx, request, metav1.CreateOptions{})
+	if apierrors.IsUnauthorized(err) {
+		return nil, fmt.Errorf("the hub at %s refused registration token %q (401 Unauthorized): the ClusterRegistrationToken has expired or been deleted; "+
+			"create a new token in namespace %s and install the chart again with its values.yaml", values.APIServerURL, values.TokenName, values.ClusterNamespace)
+	}
 	if err != nil {
-		err = Explain(fmt.Sprintf("creating a ClusterRegistrationRequest in namespace %s with token %q", values.ClusterNamespace, values.TokenName), values.APIServerURL, err)
-		if apierrors.IsUnauthorized(errors.Unwrap(err)) || apierrors.IsUnauthorized(err) {
-			err = fmt.Errorf("%w; the ClusterRegistrationToken %q has probably expired or been deleted: create a new token and install the chart again with its values.yaml", err, values.TokenName)
-		}
-		return nil, err
+		return nil, Explain(fmt.Sprintf("creating a ClusterRegistrationRequest in namespace %s with token %q", values.ClusterNamespace, values.TokenName), values.APIServerURL, err)
 	}
 	log = log.WithFields(logrus.Fields{"request": values.ClusterNamespace + "/" + created.Name, "clientID": clientID})
 	log.Info("Sent the registration request; waiting for the hub to grant it")

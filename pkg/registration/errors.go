@@ -10,9 +10,26 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
+// explained is an error rewritten for users that still unwraps to its cause, so
+// callers can test it with apierrors.IsUnauthorized and the like.
+type explained struct {
+	message string
+	cause   error
+}
+
+func (e *explained) Error() string { return e.message }
+func (e *explained) Unwrap() error { return e.cause }
+
 // Explain turns an error from talking to the hub into a sentence a user can act on.
 // what says what the agent was doing.
 func Explain(what, hubURL string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &explained{message: explain(what, hubURL, err).Error(), cause: err}
+}
+
+func explain(what, hubURL string, err error) error {
 	var unknownAuthority x509.UnknownAuthorityError
 	var hostname x509.HostnameError
 	var certInvalid x509.CertificateInvalidError

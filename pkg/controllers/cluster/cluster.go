@@ -43,7 +43,7 @@ func Register(ctx context.Context, clusters fleetcontrollers.ClusterController, 
 	namespaces *clusterns.Ensurer, kube kubernetes.Interface, events record.EventRecorder) {
 	h := &handler{clusters: clusters, requests: requests, namespaces: namespaces, kube: kube, events: events}
 	clusters.OnChange(ctx, "cluster", h.onChange)
-	clusters.OnRemove(ctx, names.ClusterFinalizer, h.onRemove)
+	clusters.OnRemove(ctx, names.ClusterCleanup, h.onRemove)
 }
 
 func (h *handler) onChange(_ string, cluster *fleet.Cluster) (*fleet.Cluster, error) {
