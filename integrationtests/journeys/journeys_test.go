@@ -1,0 +1,47 @@
+// Package journeys runs the user journeys of JOURNEYS.md as shell scripts with the
+// real kubectl and helm command-line tools, against a real hub and real downstream
+// control planes.
+package journeys
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/flotilla/flotilla/integrationtests/framework"
+)
+
+// runJourney runs script in a fresh directory that holds the repository's charts/, with
+// env added and bin/ (helm, hub, agent) first on PATH.
+func runJourney(t *testing.T, script string, env ...string) string {
+	t.Helper()
+	dir := t.TempDir()
+	root := framework.RepoRoot(t)
+	if err := os.Symlink(filepath.Join(root, "charts"), filepath.Join(dir, "charts")); err != nil {
+		t.Fatal(err)
+	}
+	bin := framework.BinDir(t)
+	cmd := exec.Command("bash", filepath.Join(root, "integrationtests", "journeys", script))
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), append(env, "PATH="+bin+":"+os.Getenv("PATH"), "AGENT="+filepath.Join(bin, "agent"))...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		agentLog, _ := os.ReadFile(filepath.Join(dir, "agent.log"))
+		t.Fatalf("%s failed: %v\n%s\nagent log:\n%s", script, err, out, agentLog)
+	}
+	return string(out)
+}
+
+func TestJourneyJ1AgentInitiatedRegistration(t *testing.T) {
+	t.Parallel()
+	hub := framework.StartHub(t)
+	ds := framework.StartControlPlane(t, "downstream")
+	out := runJourney(t, "j1.sh", "HUB="+hub.Kubeconfig, "DS="+ds.Kubeconfig)
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "helm install to Ready") || strings.HasPrefix(line, "J1 passed") {
+			t.Log(line)
+		}
+	}
+}
