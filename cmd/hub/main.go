@@ -73,6 +73,8 @@ func newRootCommand() *cobra.Command {
 		kubeconfig  string
 		healthProbe string
 		caFile      string
+		qps         float32
+		burst       int
 		debug       bool
 		settings    = controllers.DefaultSettings()
 	)
@@ -112,6 +114,8 @@ cluster instead, installing or updating the fleet.cattle.io CRDs there itself.`,
 				Kubeconfig:             kubeconfig,
 				ControlPlane:           cpConfig,
 				HealthProbeBindAddress: healthProbe,
+				QPS:                    qps,
+				Burst:                  burst,
 				Announce:               announceHub,
 			}
 			ctx := signals.Context()
@@ -128,6 +132,8 @@ cluster instead, installing or updating the fleet.cattle.io CRDs there itself.`,
 	cmd.Flags().DurationVar(&settings.ClusterTokenTTL, "cluster-token-ttl", settings.ClusterTokenTTL, "lifetime of a cluster identity's token; agents renew it before it ends (at least 10m)")
 	cmd.Flags().DurationVar(&settings.AgentTokenRenewAfter, "agent-token-renew-after", 0, "have agents renew their token this long after it was issued (default: half its lifetime)")
 	cmd.Flags().IntVar(&settings.Workers, "workers", settings.Workers, "concurrent reconciles per kind")
+	cmd.Flags().Float32Var(&qps, "kube-api-qps", 500, "requests per second the hub may send to the Kubernetes API")
+	cmd.Flags().IntVar(&burst, "kube-api-burst", 1000, "burst of requests the hub may send to the Kubernetes API")
 	cmd.Flags().StringVar(&healthProbe, "health-probe-bind-address", ":8081", "address of the /healthz and /readyz endpoints; 0 turns them off")
 	cp.register(cmd, defaultDataDir("flotilla"), 6443)
 	cmd.AddCommand(newControlPlaneCommand())

@@ -26,9 +26,15 @@ func AgentChart(t testing.TB) string {
 // Deployment runs it in a cluster (there is no kubelet to run the Pod).
 func StartAgent(t testing.TB, ds *Cluster) *Process {
 	t.Helper()
+	return StartAgentIn(t, ds, "cattle-fleet-system")
+}
+
+// StartAgentIn runs an agent whose Secrets and ConfigMap are in namespace of ds.
+func StartAgentIn(t testing.TB, ds *Cluster, namespace string) *Process {
+	t.Helper()
 	logDir := shortTempDir(t, "flt-agent-")
-	return startProcess(t, "agent of "+ds.Name, filepath.Join(logDir, "agent.log"), filepath.Join(BinDir(t), "agent"),
-		"--kubeconfig", ds.Kubeconfig, "--namespace", "cattle-fleet-system")
+	return startProcess(t, "agent of "+ds.Name+"/"+namespace, filepath.Join(logDir, "agent.log"), filepath.Join(BinDir(t), "agent"),
+		"--kubeconfig", ds.Kubeconfig, "--namespace", namespace)
 }
 
 // Fleet returns a fleet.cattle.io clientset for this cluster.

@@ -488,3 +488,66 @@ func TestAgentRenewsItsTokenInPlace(t *testing.T) {
 		t.Fatalf("the agent stopped checking in: last seen %s ago", since.Round(time.Second))
 	}
 }
+
+// Twenty agents register at once, each with its own clientID and namespace on one
+// downstream control plane (twenty downstream API servers would only measure this
+// machine). The test reports the time from start to all Ready; it asserts no time.
+func TestTwentyClustersRegisterAtOnce(t *testing.T) {
+	t.Parallel()
+	const n = 20
+	hub := framework.StartHub(t)
+	ds := framework.StartControlPlane(t, "downstream")
+	values, err := framework.ReadValues(hub.CreateToken(workspace, "new-token", "240h"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	client := ds.Client()
+	for i := 0; i < n; i++ {
+		ns := fmt.Sprintf("agent-%02d", i)
+		if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		// What the chart would write, in a namespace per agent.
+		if _, err := client.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: names.AgentBootstrapSecret},
+			StringData: map[string]string{
+				registration.KeyToken: values.Token, registration.KeyTokenName: values.TokenName, registration.KeyAPIServerURL: values.APIServerURL,
+				registration.KeyAPIServerCA: values.APIServerCA, registration.KeyClusterNamespace: values.ClusterNamespace,
+				registration.KeySystemRegistrationNamespace: values.SystemRegistrationNamespace,
+			},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := client.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: names.AgentConfigMap},
+			Data:       map[string]string{"clientID": "twenty-" + ns, "labels": `{"fleet":"twenty"}`},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	start := time.Now()
+	for i := 0; i < n; i++ {
+		framework.StartAgentIn(t, ds, fmt.Sprintf("agent-%02d", i))
+	}
+	framework.Eventually(t, "twenty Ready Clusters", 3*time.Minute, func(ctx context.Context) error {
+		clusters, err := hub.Fleet().FleetV1alpha1().Clusters(workspace).List(ctx, metav1.ListOptions{LabelSelector: "fleet=twenty"})
+		if err != nil {
+			return err
+		}
+		ready := 0
+		for _, c := range clusters.Items {
+			for _, cond := range c.Status.Conditions {
+				if cond.Type == "Ready" && cond.Status == corev1.ConditionTrue {
+					ready++
+				}
+			}
+		}
+		if ready != n {
+			return fmt.Errorf("%d of %d Clusters Ready", ready, len(clusters.Items))
+		}
+		return nil
+	})
+	t.Logf("%d agents started at once: all %d Clusters Ready after %s", n, n, time.Since(start).Round(10*time.Millisecond))
+}

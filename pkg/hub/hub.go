@@ -34,6 +34,9 @@ type Options struct {
 	// Settings are the controllers' settings. An empty APIServerURL/APIServerCA is
 	// filled from the embedded control plane, or from the kubeconfig's cluster.
 	Settings controllers.Settings
+	// QPS and Burst limit the hub's requests to the API server.
+	QPS   float32
+	Burst int
 	// HealthProbeBindAddress is where /healthz and /readyz are served; "0" turns
 	// them off.
 	HealthProbeBindAddress string
@@ -78,6 +81,9 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	cfg = rest.CopyConfig(cfg)
 	cfg.UserAgent = "flotilla-hub"
+	// client-go's default of 5 requests/s would serialise registrations; the API
+	// server's priority and fairness protects it from a busy hub.
+	cfg.QPS, cfg.Burst = opts.QPS, opts.Burst
 
 	if err := crds.Apply(ctx, cfg); err != nil {
 		return err

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -219,12 +220,13 @@ func Register(ctx context.Context, d Downstream, values Values, log logrus.Field
 // wait starts at 50ms and backs off to 2s, so a prompt grant is picked up promptly
 // without a fixed poll.
 func waitForCredential(ctx context.Context, hub kubernetes.Interface, values Values, secretName string) (*Credential, error) {
-	backoff := wait.Backoff{Duration: 50 * time.Millisecond, Factor: 1.5, Jitter: 0.2, Steps: 1 << 30, Cap: 2 * time.Second}
+	backoff := wait.Backoff{Duration: 50 * time.Millisecond, Factor: 1.5, Jitter: 0.2, Steps: math.MaxInt32, Cap: 2 * time.Second}
 	waitCtx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	var cred *Credential
 	var lastErr error
-	err := wait.ExponentialBackoffWithContext(waitCtx, backoff, func(ctx context.Context) (bool, error) {
+	// DelayFunc keeps returning the cap once reached (Backoff.Step would stop there).
+	err := backoff.DelayFunc().Until(waitCtx, true, false, func(ctx context.Context) (bool, error) {
 		secret, err := hub.CoreV1().Secrets(values.SystemRegistrationNamespace).Get(ctx, secretName, metav1.GetOptions{})
 		switch {
 		case apierrors.IsForbidden(err) || apierrors.IsNotFound(err):
