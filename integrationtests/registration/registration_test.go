@@ -551,3 +551,40 @@ func TestTwentyClustersRegisterAtOnce(t *testing.T) {
 	})
 	t.Logf("%d agents started at once: all %d Clusters Ready after %s", n, n, time.Since(start).Round(10*time.Millisecond))
 }
+
+func TestDeletedTokenIsRevoked(t *testing.T) {
+	t.Parallel()
+	hub := framework.StartHub(t)
+	values, err := framework.ReadValues(hub.CreateToken(workspace, "doomed", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	tokenKube, tokenFleet := asIdentity(t, hub, values.Token)
+	probe := &fleet.ClusterRegistrationRequest{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "probe-", Labels: map[string]string{names.RegistrationTokenLabel: "doomed"}},
+		Spec:       fleet.ClusterRegistrationRequestSpec{ClientID: "probe", ClientRandom: "r1"},
+	}
+	if _, err := tokenFleet.FleetV1alpha1().ClusterRegistrationRequests(workspace).Create(ctx, probe, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("a fresh token cannot create requests: %v", err)
+	}
+	// The token may create requests and do nothing else.
+	if _, err := tokenFleet.FleetV1alpha1().ClusterRegistrationRequests(workspace).List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("the token can list requests (err=%v)", err)
+	}
+	if _, err := tokenKube.CoreV1().Secrets(workspace).List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("the token can list Secrets (err=%v)", err)
+	}
+
+	if err := hub.Fleet().FleetV1alpha1().ClusterRegistrationTokens(workspace).Delete(ctx, "doomed", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	framework.Eventually(t, "the deleted token's credential to stop working", timeout, func(ctx context.Context) error {
+		probe.Spec.ClientRandom = fmt.Sprint(time.Now().UnixNano())
+		_, err := tokenFleet.FleetV1alpha1().ClusterRegistrationRequests(workspace).Create(ctx, probe, metav1.CreateOptions{})
+		if apierrors.IsUnauthorized(err) {
+			return nil
+		}
+		return fmt.Errorf("still accepted (err=%v)", err)
+	})
+}

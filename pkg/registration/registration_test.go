@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"reflect"
 	"strings"
 	"testing"
@@ -14,7 +16,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
+	certutil "k8s.io/client-go/util/cert"
 
 	"github.com/flotilla/flotilla/pkg/names"
 )
@@ -178,5 +182,38 @@ func TestClusterRolesManifestParses(t *testing.T) {
 		if !got[want] {
 			t.Errorf("ClusterRole %s missing from manifests/clusterroles.yaml", want)
 		}
+	}
+}
+
+func TestExplainNamesTheUsualMistakes(t *testing.T) {
+	server := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
+	defer server.Close()
+	// A CA that did not sign the server's certificate.
+	otherCAPEM, _, err := certutil.GenerateSelfSignedCertKey("other-ca", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	cfg, err := HubConfig(server.URL, string(otherCAPEM), "token")
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = client.CoreV1().Namespaces().Get(context.Background(), "x", metav1.GetOptions{})
+	if msg := Explain("registering", server.URL, err).Error(); !strings.Contains(msg, "not signed by the apiServerCA") {
+		t.Errorf("wrong CA: %s", msg)
+	}
+
+	closed := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
+	url := closed.URL
+	closed.Close()
+	cfg, _ = HubConfig(url, "", "token")
+	client, _ = kubernetes.NewForConfig(cfg)
+	_, err = client.CoreV1().Namespaces().Get(context.Background(), "x", metav1.GetOptions{})
+	if msg := Explain("registering", url, err).Error(); !strings.Contains(msg, "cannot reach the hub at "+url) {
+		t.Errorf("unreachable: %s", msg)
 	}
 }

@@ -50,6 +50,19 @@ type handler struct {
 func Register(ctx context.Context, settings Settings, tokens fleetcontrollers.ClusterRegistrationTokenController, kube kubernetes.Interface, events record.EventRecorder) {
 	h := &handler{settings: settings, tokens: tokens, kube: kube, events: events, now: time.Now}
 	tokens.OnChange(ctx, "cluster-registration-token", h.onChange)
+	// Owner references would remove the ServiceAccount too, but only once the garbage
+	// collector gets to it; deleting it here revokes the credential at once.
+	tokens.OnRemove(ctx, "flotilla-token-revoke", h.onRemove)
+}
+
+func (h *handler) onRemove(_ string, token *fleet.ClusterRegistrationToken) (*fleet.ClusterRegistrationToken, error) {
+	name := names.TokenServiceAccount(token.Name)
+	err := h.kube.CoreV1().ServiceAccounts(token.Namespace).Delete(context.Background(), name, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return token, fmt.Errorf("revoking token %s/%s: deleting ServiceAccount %s: %w", token.Namespace, token.Name, name, err)
+	}
+	logrus.WithField("token", token.Namespace+"/"+token.Name).Info("Revoked the registration token")
+	return token, nil
 }
 
 // Expiry is when a token created at created with ttl ends; zero for none.
