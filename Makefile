@@ -29,8 +29,8 @@ LDFLAGS := -s -w \
 	-X k8s.io/client-go/pkg/version.gitMinor=$(KUBE_MINOR)
 
 GO_TEST_FLAGS ?=
-# Integration tests start API servers (about 350 MB each); two packages at a time fit
-# 2 cores and leave room for the tests inside a package that run in parallel.
+# Integration tests start API servers (about 350 MB each) and mostly wait on them: two
+# packages at a time, four tests at a time within each, fit 2 cores and 24 GiB.
 INTEGRATION_PARALLEL ?= 2
 
 .PHONY: all build run controlplane test unit integration generate verify-generate tools helm controller-gen lint clean
@@ -61,7 +61,7 @@ unit:
 	go test $(GO_TEST_FLAGS) $$(go list ./... | grep -v /integrationtests)
 
 integration: build tools
-	FLOTILLA_BIN=$(BIN) PATH=$(BIN):$$PATH go test $(GO_TEST_FLAGS) -p $(INTEGRATION_PARALLEL) -timeout 40m ./integrationtests/...
+	FLOTILLA_BIN=$(BIN) PATH=$(BIN):$$PATH go test $(GO_TEST_FLAGS) -p $(INTEGRATION_PARALLEL) -parallel 4 -timeout 40m ./integrationtests/...
 
 generate: controller-gen
 	go run ./hack/codegen

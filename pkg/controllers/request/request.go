@@ -87,8 +87,13 @@ func refuse(reason, format string, args ...any) error {
 }
 
 func (h *handler) onChange(_ string, req *fleet.ClusterRegistrationRequest) (*fleet.ClusterRegistrationRequest, error) {
-	if req == nil || req.DeletionTimestamp != nil || req.Status.Granted {
+	if req == nil || req.DeletionTimestamp != nil {
 		return req, nil
+	}
+	if req.Status.Granted {
+		// Granted once; what is left is removing what older requests of the same
+		// clientID left behind, retried until done.
+		return req, h.removeOlderRequests(req)
 	}
 	if c := conditions.Get(req.Status.Conditions, fleet.ConditionReady); c != nil && c.Status == corev1.ConditionFalse && c.Reason != "" {
 		// Refused before; the spec of a request does not change, so neither would the answer.
@@ -117,10 +122,7 @@ func (h *handler) onChange(_ string, req *fleet.ClusterRegistrationRequest) (*fl
 	}
 	h.events.Eventf(req, corev1.EventTypeNormal, "Granted", "Registered into Cluster %s", clusterName)
 	log.WithField("cluster", req.Namespace+"/"+clusterName).Info("Granted the registration")
-	if err := h.removeOlderRequests(req); err != nil {
-		log.WithError(err).Warn("Could not remove older requests of this clientID")
-	}
-	return updated, nil
+	return updated, h.removeOlderRequests(updated)
 }
 
 // grant does the work of granting req and returns the Cluster's name.
@@ -172,6 +174,11 @@ func (h *handler) grant(ctx context.Context, req *fleet.ClusterRegistrationReque
 	}
 	if err := h.writeCredential(ctx, req, cluster, cred, tokenName); err != nil {
 		return "", err
+	}
+	if existed {
+		if err := h.sweepCredentials(req.Spec.ClientID, req.Name); err != nil {
+			return "", err
+		}
 	}
 	return cluster.Name, nil
 }
@@ -355,33 +362,41 @@ func (h *handler) writeCredential(ctx context.Context, req *fleet.ClusterRegistr
 }
 
 // removeOlderRequests deletes the other requests of req's clientID in its workspace,
-// and the credential Secrets and their RBAC that were made for them.
+// with the credential Secret, Role and RoleBinding made for each. It finds them in the
+// cache, so it costs nothing when there are none.
 func (h *handler) removeOlderRequests(req *fleet.ClusterRegistrationRequest) error {
 	others, err := h.requests.Cache().GetByIndex(ByClientID, req.Namespace+"/"+req.Spec.ClientID)
 	if err != nil {
 		return err
 	}
+	ctx := context.Background()
 	var errs []error
 	for _, other := range others {
 		if other.Name == req.Name {
 			continue
 		}
-		if err := h.requests.Delete(other.Namespace, other.Name, &metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			errs = append(errs, err)
-		}
+		name := names.CredentialSecret(other.Spec.ClientID, other.Spec.ClientRandom)
+		errs = append(errs,
+			ignoreNotFound(h.kube.CoreV1().Secrets(names.RegistrationNamespace).Delete(ctx, name, metav1.DeleteOptions{})),
+			ignoreNotFound(h.kube.RbacV1().Roles(names.RegistrationNamespace).Delete(ctx, name, metav1.DeleteOptions{})),
+			ignoreNotFound(h.kube.RbacV1().RoleBindings(names.RegistrationNamespace).Delete(ctx, name, metav1.DeleteOptions{})),
+			ignoreNotFound(h.requests.Delete(other.Namespace, other.Name, &metav1.DeleteOptions{})),
+		)
 	}
-	return errors.Join(append(errs, h.deleteCredentials(req.Spec.ClientID, req.Name))...)
+	return errors.Join(errs...)
 }
 
-// deleteCredentials deletes the credential Secrets, Roles and RoleBindings of clientID
-// in the registration namespace, except those of the request named keep.
-func (h *handler) deleteCredentials(clientID, keep string) error {
+// sweepCredentials deletes every credential Secret, Role and RoleBinding of clientID
+// in the registration namespace except those of the request named keep, including
+// any whose request is already gone. It lists, so it runs only when a known cluster
+// registers again.
+func (h *handler) sweepCredentials(clientID, keep string) error {
 	selector := labels.SelectorFromSet(labels.Set{names.ClientIDHashLabel: names.ClientIDHash(clientID)})
-	if keep != "" {
-		notKeep, _ := labels.NewRequirement(names.RequestLabel, selection.NotEquals, []string{keep})
-		selector = selector.Add(*notKeep)
+	notKeep, err := labels.NewRequirement(names.RequestLabel, selection.NotEquals, []string{keep})
+	if err != nil {
+		return err
 	}
-	return DeleteRegistrationObjects(context.Background(), h.kube, selector)
+	return DeleteRegistrationObjects(context.Background(), h.kube, selector.Add(*notKeep))
 }
 
 // DeleteRegistrationObjects deletes the credential Secrets, Roles and RoleBindings in
