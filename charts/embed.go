@@ -11,3 +11,12 @@ var HubCRDs embed.FS
 
 // HubCRDDir is the directory of the CRD manifests within HubCRDs.
 const HubCRDDir = "fleet-like/hub/crds"
+
+// AgentChart holds the fleet-agent chart, under fleet-like/agent/: the one chart used by
+// `helm install`, by the hub's push deployment and by the agent bundle.
+//
+//go:embed all:fleet-like/agent
+var AgentChart embed.FS
+
+// AgentChartDir is the directory of the agent chart within AgentChart.
+const AgentChartDir = "fleet-like/agent"

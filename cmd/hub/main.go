@@ -131,6 +131,8 @@ cluster instead, installing or updating the fleet.cattle.io CRDs there itself.`,
 	cmd.Flags().StringVar(&caFile, "api-server-ca-file", "", "PEM file of the CA agents are told to trust for --api-server-url (default: the embedded or kubeconfig CA)")
 	cmd.Flags().DurationVar(&settings.ClusterTokenTTL, "cluster-token-ttl", settings.ClusterTokenTTL, "lifetime of a cluster identity's token; agents renew it before it ends (at least 10m)")
 	cmd.Flags().DurationVar(&settings.AgentTokenRenewAfter, "agent-token-renew-after", 0, "have agents renew their token this long after it was issued (default: half its lifetime)")
+	cmd.Flags().StringSliceVar(&settings.KubeconfigSecretNamespaces, "kubeconfig-secret-namespaces", nil, "namespaces besides a Cluster's own that its spec.kubeConfigSecretNamespace may name")
+	cmd.Flags().DurationVar(&settings.ImportTokenTTL, "import-token-ttl", settings.ImportTokenTTL, "lifetime of the registration token minted to deploy an imported cluster's agent")
 	cmd.Flags().IntVar(&settings.Workers, "workers", settings.Workers, "concurrent reconciles per kind")
 	cmd.Flags().Float32Var(&qps, "kube-api-qps", 500, "requests per second the hub may send to the Kubernetes API")
 	cmd.Flags().IntVar(&burst, "kube-api-burst", 1000, "burst of requests the hub may send to the Kubernetes API")

@@ -300,12 +300,15 @@ func TestReRegisteringLeavesOneSetOfObjects(t *testing.T) {
 		previous = current
 	}
 
-	// The identity of an earlier registration no longer works.
-	oldKube, _ := asIdentity(t, hub, first.Token)
-	_, err = oldKube.CoreV1().ServiceAccounts(first.DeploymentNamespace).Get(ctx, names.AgentIdentityServiceAccount, framework.Get)
-	if !apierrors.IsUnauthorized(err) {
-		t.Errorf("the first registration's credential still authenticates (err=%v)", err)
-	}
+	// The identity of the first registration no longer works (the API server caches a
+	// token's validity for 10 seconds).
+	_, oldFleet := asIdentity(t, hub, first.Token)
+	framework.Eventually(t, "the replaced identity to stop working", 30*time.Second, func(ctx context.Context) error {
+		if _, err := oldFleet.FleetV1alpha1().BundleDeployments(first.DeploymentNamespace).List(ctx, metav1.ListOptions{}); !apierrors.IsUnauthorized(err) {
+			return fmt.Errorf("the replaced credential still authenticates (err=%v)", err)
+		}
+		return nil
+	})
 
 	framework.Eventually(t, "exactly one set of registration objects", timeout, func(ctx context.Context) error {
 		counts := countRegistrationObjects(ctx, t, hub, first)

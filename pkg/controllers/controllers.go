@@ -24,6 +24,7 @@ import (
 
 	"github.com/flotilla/flotilla/pkg/controllers/cluster"
 	"github.com/flotilla/flotilla/pkg/controllers/clusterns"
+	"github.com/flotilla/flotilla/pkg/controllers/imports"
 	"github.com/flotilla/flotilla/pkg/controllers/request"
 	"github.com/flotilla/flotilla/pkg/controllers/token"
 	fleetcontrollers "github.com/flotilla/flotilla/pkg/generated/controllers/fleet.cattle.io"
@@ -44,6 +45,12 @@ type Settings struct {
 	NoTTLTokenLifetime time.Duration
 	// Workers is the number of concurrent reconciles per kind.
 	Workers int
+	// KubeconfigSecretNamespaces are the namespaces, besides a Cluster's own, that
+	// spec.kubeConfigSecretNamespace may name.
+	KubeconfigSecretNamespaces []string
+	// ImportTokenTTL is the lifetime of the registration token minted to deploy an
+	// imported cluster's agent.
+	ImportTokenTTL time.Duration
 }
 
 // DefaultSettings are the settings the hub's flags default to.
@@ -52,6 +59,7 @@ func DefaultSettings() Settings {
 		ClusterTokenTTL:    24 * time.Hour,
 		NoTTLTokenLifetime: 365 * 24 * time.Hour,
 		Workers:            20,
+		ImportTokenTTL:     time.Hour,
 	}
 }
 
@@ -108,6 +116,10 @@ func (m *Manager) Start(ctx context.Context) error {
 		ClusterTokenTTL: m.settings.ClusterTokenTTL, AgentTokenRenewAfter: m.settings.AgentTokenRenewAfter,
 	}, fleet.ClusterRegistrationRequest(), fleet.Cluster(), fleet.ClusterRegistrationToken().Cache(), namespaces, kube, events)
 	cluster.Register(ctx, fleet.Cluster(), fleet.ClusterRegistrationRequest(), namespaces, kube, events)
+	imports.Register(ctx, imports.Settings{
+		SecretNamespaces: m.settings.KubeconfigSecretNamespaces, TokenTTL: m.settings.ImportTokenTTL,
+		InitialBackoff: 2 * time.Second, MaxBackoff: 5 * time.Minute,
+	}, fleet.Cluster(), fleet.ClusterRegistrationToken(), core.Secret(), kube, events)
 
 	if err := shared.Start(ctx, m.settings.Workers); err != nil {
 		return fmt.Errorf("starting controllers: %w", err)

@@ -120,6 +120,13 @@ func CredentialSecret(clientID, clientRandom string) string {
 	return "c-" + Hash(40, clientID, clientRandom)
 }
 
+// ImportToken is the registration token the hub mints for one deployment of an
+// imported Cluster's agent; each deployment gets a token of its own.
+func ImportToken(cluster, deployment string) string {
+	suffix := "-" + Hash(8, deployment)
+	return Limit("import-"+cluster, maxName-len(suffix)) + suffix
+}
+
 // ClusterStatusRole is the Role in a workspace that lets a cluster's identity patch
 // its own Cluster's status.
 func ClusterStatusRole(cluster string) string {

@@ -153,6 +153,11 @@ func Register(ctx context.Context, d Downstream, values Values, log logrus.Field
 	if err := values.Validate(); err != nil {
 		return nil, fmt.Errorf("Secret %s/%s: %w", d.Namespace, names.AgentBootstrapSecret, err)
 	}
+	// The chart creates the ConfigMap right after the bootstrap Secret; registering
+	// before it is there would use the wrong clientID and labels.
+	if _, err := d.Client.CoreV1().ConfigMaps(d.Namespace).Get(ctx, names.AgentConfigMap, metav1.GetOptions{}); err != nil {
+		return nil, fmt.Errorf("reading ConfigMap %s/%s, which the fleet-agent chart creates with the bootstrap Secret: %w", d.Namespace, names.AgentConfigMap, err)
+	}
 	settings, err := d.Settings(ctx)
 	if err != nil {
 		return nil, err

@@ -131,10 +131,18 @@ func (h *handler) grant(ctx context.Context, req *fleet.ClusterRegistrationReque
 	if tokenName == "" {
 		return "", refuse("MissingToken", "the request does not name the token it was made with (label %s)", names.RegistrationTokenLabel)
 	}
-	if _, err := h.tokens.Get(req.Namespace, tokenName); apierrors.IsNotFound(err) {
+	token, err := h.tokens.Get(req.Namespace, tokenName)
+	if apierrors.IsNotFound(err) {
 		return "", refuse("TokenNotFound", "ClusterRegistrationToken %s/%s does not exist (expired or deleted)", req.Namespace, tokenName)
 	} else if err != nil {
 		return "", err
+	}
+	if bound := token.Labels[names.ClusterLabel]; bound != "" {
+		// A token the hub minted to deploy one Cluster's agent registers that Cluster only.
+		cluster, err := h.clusters.Cache().Get(req.Namespace, bound)
+		if err != nil || cluster.Spec.ClientID != req.Spec.ClientID {
+			return "", refuse("TokenBoundToCluster", "token %s/%s registers Cluster %s only, whose clientID differs", req.Namespace, tokenName, bound)
+		}
 	}
 
 	cluster, existed, err := h.clusterFor(ctx, req, log)

@@ -232,10 +232,14 @@ func ValuesSecret(token *fleet.ClusterRegistrationToken, values registration.Val
 	if err != nil {
 		return nil, err
 	}
+	labels := map[string]string{names.ManagedLabel: "true", names.RegistrationTokenLabel: token.Name}
+	if cluster := token.Labels[names.ClusterLabel]; cluster != "" {
+		// A token minted for one Cluster: its Secret leads back to that Cluster.
+		labels[names.ClusterLabel] = cluster
+	}
 	return &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
-			Name: token.Name, Namespace: token.Namespace, OwnerReferences: ownedBy(token),
-			Labels: map[string]string{names.ManagedLabel: "true", names.RegistrationTokenLabel: token.Name},
+			Name: token.Name, Namespace: token.Namespace, OwnerReferences: ownedBy(token), Labels: labels,
 		},
 		Type: names.RegistrationValuesSecretType,
 		Data: map[string][]byte{"values": data},

@@ -1,0 +1,283 @@
+// Package imports tests manager-initiated registration (journeys J3 and J4): the hub
+// deploys the agent into a downstream cluster whose kubeconfig it is given.
+package imports
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+
+	fleet "github.com/flotilla/flotilla/pkg/apis/fleet.cattle.io/v1alpha1"
+	"github.com/flotilla/flotilla/integrationtests/framework"
+	"github.com/flotilla/flotilla/pkg/generated/clientset/versioned"
+	"github.com/flotilla/flotilla/pkg/names"
+	"github.com/flotilla/flotilla/pkg/registration"
+)
+
+const (
+	workspace = "clusters"
+	timeout   = 2 * time.Minute
+)
+
+const myCluster = `apiVersion: fleet.cattle.io/v1alpha1
+kind: Cluster
+metadata:
+  name: my-cluster
+  namespace: clusters
+  labels: {demo: "true", env: dev}
+spec:
+  kubeConfigSecret: my-cluster-kubeconfig
+`
+
+func condition(c *fleet.Cluster, t string) *fleet.Condition {
+	for i := range c.Status.Conditions {
+		if c.Status.Conditions[i].Type == t {
+			return &c.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// waitCluster waits until check accepts Cluster clusters/name.
+func waitCluster(t *testing.T, hub *framework.Hub, name, what string, check func(*fleet.Cluster) error) *fleet.Cluster {
+	t.Helper()
+	var got *fleet.Cluster
+	framework.Eventually(t, what, timeout, func(ctx context.Context) error {
+		c, err := hub.Fleet().FleetV1alpha1().Clusters(workspace).Get(ctx, name, framework.Get)
+		if err != nil {
+			return err
+		}
+		got = c
+		return check(c)
+	})
+	return got
+}
+
+func deployedGeneration(want int64) func(*fleet.Cluster) error {
+	return func(c *fleet.Cluster) error {
+		if c.Status.AgentDeployedGeneration == nil || *c.Status.AgentDeployedGeneration != want {
+			return fmt.Errorf("agentDeployedGeneration %v, want %d (Imported: %+v)", c.Status.AgentDeployedGeneration, want, condition(c, "Imported"))
+		}
+		return nil
+	}
+}
+
+func ready(c *fleet.Cluster) error {
+	if r := condition(c, "Ready"); r == nil || r.Status != corev1.ConditionTrue {
+		return fmt.Errorf("not Ready: %+v", r)
+	}
+	return nil
+}
+
+func identity(t *testing.T, ds *framework.Cluster) registration.Credential {
+	t.Helper()
+	secret, err := ds.Client().CoreV1().Secrets(names.SystemNamespace).Get(context.Background(), names.AgentIdentitySecret, framework.Get)
+	if err != nil {
+		t.Fatalf("reading the downstream identity: %v", err)
+	}
+	cred, err := registration.CredentialFromSecretData(secret.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cred
+}
+
+func TestHubDeploysTheAgentWithAKubeconfigSecret(t *testing.T) {
+	t.Parallel()
+	hub := framework.StartHub(t)
+	ds := framework.StartControlPlane(t, "downstream")
+	hub.MustKubectl("", "create", "namespace", workspace)
+	hub.MustKubectl("", "-n", workspace, "create", "secret", "generic", "my-cluster-kubeconfig", "--from-file=value="+ds.Kubeconfig)
+	hub.MustKubectl(myCluster, "apply", "-f", "-")
+
+	waitCluster(t, hub, "my-cluster", "the agent to be deployed", deployedGeneration(0))
+	out, err := ds.Helm("-n", "cattle-fleet-system", "list", "-q")
+	if err != nil || strings.TrimSpace(out) != "fleet-agent" {
+		t.Fatalf("helm list on the downstream cluster: %q (err=%v), want fleet-agent", out, err)
+	}
+
+	// There is no kubelet: run the agent as the Deployment the hub installed would.
+	framework.StartAgent(t, ds)
+	cluster := waitCluster(t, hub, "my-cluster", "my-cluster to be Ready", ready)
+	if cluster.Spec.ClientID == "" {
+		t.Fatal("the hub did not give the Cluster a clientID")
+	}
+	cred := identity(t, ds)
+	if cred.ClusterName != "my-cluster" {
+		t.Fatalf("the agent registered as %s, want my-cluster", cred.ClusterName)
+	}
+	clusters, err := hub.Fleet().FleetV1alpha1().Clusters(workspace).List(context.Background(), metav1.ListOptions{})
+	if err != nil || len(clusters.Items) != 1 {
+		t.Fatalf("%d Clusters (err=%v), want only my-cluster", len(clusters.Items), err)
+	}
+
+	// Raising redeployAgentGeneration twice deploys the agent afresh twice; each time
+	// the agent registers anew and its old identity stops working.
+	for gen := int64(1); gen <= 2; gen++ {
+		patch := []byte(fmt.Sprintf(`{"spec":{"redeployAgentGeneration":%d}}`, gen))
+		if _, err := hub.Fleet().FleetV1alpha1().Clusters(workspace).Patch(context.Background(), "my-cluster", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitCluster(t, hub, "my-cluster", fmt.Sprintf("redeployment %d", gen), deployedGeneration(gen))
+		framework.Eventually(t, "the agent to register again", timeout, func(ctx context.Context) error {
+			secret, err := ds.Client().CoreV1().Secrets(names.SystemNamespace).Get(ctx, names.AgentIdentitySecret, framework.Get)
+			if err != nil {
+				return err
+			}
+			if string(secret.Data["token"]) == cred.Token {
+				return fmt.Errorf("identity not replaced yet")
+			}
+			return nil
+		})
+		renewed := identity(t, ds)
+		if renewed.ClusterName != "my-cluster" {
+			t.Fatalf("after redeployment %d the agent is %s", gen, renewed.ClusterName)
+		}
+		// The API server caches a token's validity for 10 seconds.
+		old := oldIdentityClient(t, hub, cred.Token)
+		framework.Eventually(t, "the previous identity to stop working", 30*time.Second, func(ctx context.Context) error {
+			if _, err := old.FleetV1alpha1().BundleDeployments(cred.DeploymentNamespace).List(ctx, metav1.ListOptions{}); !apierrors.IsUnauthorized(err) {
+				return fmt.Errorf("after redeployment %d the previous identity still works (err=%v)", gen, err)
+			}
+			return nil
+		})
+		cred = renewed
+		waitCluster(t, hub, "my-cluster", "my-cluster to be Ready again", ready)
+	}
+}
+
+func oldIdentityClient(t *testing.T, hub *framework.Hub, token string) versioned.Interface {
+	cfg := rest.AnonymousClientConfig(hub.RESTConfig())
+	cfg.BearerToken = token
+	client, err := versioned.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return client
+}
+
+func TestImportErrorsAreReadableAndRecover(t *testing.T) {
+	t.Parallel()
+	hub := framework.StartHub(t)
+	ds := framework.StartControlPlane(t, "downstream")
+	hub.MustKubectl("", "create", "namespace", workspace)
+	hub.MustKubectl(myCluster, "apply", "-f", "-")
+
+	imported := func(reason, text string) func(*fleet.Cluster) error {
+		return func(c *fleet.Cluster) error {
+			cond := condition(c, "Imported")
+			if cond == nil || cond.Status != corev1.ConditionFalse || cond.Reason != reason || !strings.Contains(cond.Message, text) {
+				return fmt.Errorf("Imported is %+v, want False/%s with %q", cond, reason, text)
+			}
+			return nil
+		}
+	}
+	waitCluster(t, hub, "my-cluster", "a missing Secret", imported("SecretNotFound", "kubeconfig Secret clusters/my-cluster-kubeconfig not found"))
+
+	setSecret := func(data map[string]string) {
+		t.Helper()
+		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "my-cluster-kubeconfig", Namespace: workspace}, StringData: data}
+		secrets := hub.Client().CoreV1().Secrets(workspace)
+		if _, err := secrets.Create(context.Background(), secret, metav1.CreateOptions{}); apierrors.IsAlreadyExists(err) {
+			existing, err := secrets.Get(context.Background(), secret.Name, framework.Get)
+			if err != nil {
+				t.Fatal(err)
+			}
+			existing.Data, existing.StringData = nil, data
+			if _, err := secrets.Update(context.Background(), existing, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		} else if err != nil {
+			t.Fatal(err)
+		}
+	}
+	setSecret(map[string]string{"kubeconfig": "wrong key"})
+	waitCluster(t, hub, "my-cluster", "a Secret without value", imported("MissingKubeconfig", `has no key "value"`))
+
+	setSecret(map[string]string{"value": "this is not a kubeconfig"})
+	waitCluster(t, hub, "my-cluster", "an unparsable kubeconfig", imported("InvalidKubeconfig", `key "value" is not a usable kubeconfig`))
+
+	valid, err := os.ReadFile(ds.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unreachable := strings.Replace(string(valid), fmt.Sprintf("127.0.0.1:%d", ds.Port), "127.0.0.1:1", 1)
+	setSecret(map[string]string{"value": unreachable})
+	waitCluster(t, hub, "my-cluster", "an unreachable API server", imported("Unreachable", "cannot reach the API server https://127.0.0.1:1"))
+
+	setSecret(map[string]string{"value": tokenKubeconfig(ds, "not-a-valid-token")})
+	waitCluster(t, hub, "my-cluster", "refused credentials", imported("Unauthorized", "401 Unauthorized"))
+
+	// Correcting the Secret is picked up without restarting the hub.
+	setSecret(map[string]string{"value": string(valid)})
+	waitCluster(t, hub, "my-cluster", "the corrected Secret to be used", deployedGeneration(0))
+
+	events := hub.MustKubectl("", "-n", workspace, "get", "events", "--field-selector", "involvedObject.name=my-cluster", "-o", "jsonpath={.items[*].reason}")
+	for _, reason := range []string{"SecretNotFound", "MissingKubeconfig", "InvalidKubeconfig", "Unreachable", "Unauthorized", "AgentDeployed"} {
+		if !strings.Contains(events, reason) {
+			t.Errorf("no %s event on my-cluster (events: %s)", reason, events)
+		}
+	}
+}
+
+// tokenKubeconfig is ds's kubeconfig with token instead of the admin certificate.
+func tokenKubeconfig(ds *framework.Cluster, token string) string {
+	cfg := ds.RESTConfig()
+	return fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: c
+  cluster:
+    server: %s
+    insecure-skip-tls-verify: true
+users:
+- name: u
+  user:
+    token: %s
+contexts:
+- name: c
+  context: {cluster: c, user: u}
+current-context: c
+`, cfg.Host, token)
+}
+
+func TestClusterAPIKubeconfigSecretWorksUnchanged(t *testing.T) {
+	t.Parallel()
+	hub := framework.StartHub(t)
+	ds := framework.StartControlPlane(t, "downstream")
+	hub.MustKubectl("", "create", "namespace", workspace)
+	kubeconfig, err := os.ReadFile(ds.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// As Cluster API writes it.
+	_, err = hub.Client().CoreV1().Secrets(workspace).Create(context.Background(), &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "capi-one-kubeconfig", Namespace: workspace,
+			Labels: map[string]string{"cluster.x-k8s.io/cluster-name": "capi-one"}},
+		Type: "cluster.x-k8s.io/secret",
+		Data: map[string][]byte{"value": kubeconfig},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hub.MustKubectl(`apiVersion: fleet.cattle.io/v1alpha1
+kind: Cluster
+metadata:
+  name: capi-one
+  namespace: clusters
+spec:
+  kubeConfigSecret: capi-one-kubeconfig
+`, "apply", "-f", "-")
+	waitCluster(t, hub, "capi-one", "the agent to be deployed", deployedGeneration(0))
+	framework.StartAgent(t, ds)
+	waitCluster(t, hub, "capi-one", "capi-one to be Ready", ready)
+}
