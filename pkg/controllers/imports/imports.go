@@ -24,9 +24,9 @@ import (
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/storage/driver"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
@@ -36,8 +36,8 @@ import (
 	"k8s.io/client-go/util/flowcontrol"
 	"sigs.k8s.io/yaml"
 
-	fleet "github.com/flotilla/flotilla/pkg/apis/fleet.cattle.io/v1alpha1"
 	"github.com/flotilla/flotilla/pkg/agentchart"
+	fleet "github.com/flotilla/flotilla/pkg/apis/fleet.cattle.io/v1alpha1"
 	"github.com/flotilla/flotilla/pkg/conditions"
 	fleetcontrollers "github.com/flotilla/flotilla/pkg/generated/controllers/fleet.cattle.io/v1alpha1"
 	"github.com/flotilla/flotilla/pkg/helmclient"
@@ -137,7 +137,7 @@ func Register(ctx context.Context, settings Settings, clusters fleetcontrollers.
 	kube kubernetes.Interface, events record.EventRecorder) {
 	h := &handler{
 		settings: settings, clusters: clusters, tokens: tokens, secrets: secrets.Cache(), kube: kube, events: events,
-		backoff: flowcontrol.NewBackOff(settings.InitialBackoff, settings.MaxBackoff),
+		backoff:  flowcontrol.NewBackOff(settings.InitialBackoff, settings.MaxBackoff),
 		clients:  map[string]cachedClient{},
 		failures: map[string]failedAttempt{},
 	}
