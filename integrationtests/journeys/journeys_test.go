@@ -45,3 +45,15 @@ func TestJourneyJ1AgentInitiatedRegistration(t *testing.T) {
 		}
 	}
 }
+
+func TestJourneyJ3ManagerInitiatedRegistration(t *testing.T) {
+	t.Parallel()
+	hub := framework.StartHub(t)
+	ds := framework.StartControlPlane(t, "downstream")
+	out := runJourney(t, "j3.sh", "HUB="+hub.Kubeconfig, "DS="+ds.Kubeconfig)
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "kubectl apply to Ready") || strings.HasPrefix(line, "broken:") || strings.HasPrefix(line, "J3 passed") {
+			t.Log(line)
+		}
+	}
+}
