@@ -281,3 +281,135 @@ spec:
 	framework.StartAgent(t, ds)
 	waitCluster(t, hub, "capi-one", "capi-one to be Ready", ready)
 }
+
+// A minimal clusters.cluster.x-k8s.io CRD: what the hub needs from Cluster API.
+const capiCRD = `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: clusters.cluster.x-k8s.io
+spec:
+  group: cluster.x-k8s.io
+  names: {kind: Cluster, listKind: ClusterList, plural: clusters, singular: cluster}
+  scope: Namespaced
+  versions:
+  - name: v1beta1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        x-kubernetes-preserve-unknown-fields: true
+`
+
+func TestClusterAPIClustersAreImportedAutomatically(t *testing.T) {
+	t.Parallel()
+	hub := framework.StartHub(t)
+	ds := framework.StartControlPlane(t, "downstream")
+	hub.MustKubectl("", "create", "namespace", workspace)
+	// Cluster API arrives after the hub started.
+	hub.MustKubectl(capiCRD, "apply", "-f", "-")
+	hub.MustKubectl("", "wait", "--for=condition=Established", "crd/clusters.cluster.x-k8s.io", "--timeout=60s")
+	kubeconfig, err := os.ReadFile(ds.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = hub.Client().CoreV1().Secrets(workspace).Create(context.Background(), &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "capi-two-kubeconfig", Namespace: workspace,
+			Labels: map[string]string{"cluster.x-k8s.io/cluster-name": "capi-two"}},
+		Type: "cluster.x-k8s.io/secret",
+		Data: map[string][]byte{"value": kubeconfig},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hub.MustKubectl(`apiVersion: cluster.x-k8s.io/v1beta1
+kind: Cluster
+metadata:
+  name: capi-two
+  namespace: clusters
+  labels: {fleet.cattle.io/auto-import: "true", env: dev}
+spec: {}
+---
+apiVersion: cluster.x-k8s.io/v1beta1
+kind: Cluster
+metadata:
+  name: not-imported
+  namespace: clusters
+spec: {}
+`, "apply", "-f", "-")
+
+	cluster := waitCluster(t, hub, "capi-two", "the Cluster API cluster to be imported and its agent deployed", deployedGeneration(0))
+	if cluster.Labels["env"] != "dev" {
+		t.Errorf("the imported Cluster lost the label env=dev: %v", cluster.Labels)
+	}
+	framework.StartAgent(t, ds)
+	waitCluster(t, hub, "capi-two", "capi-two to be Ready", ready)
+	if _, err := hub.Fleet().FleetV1alpha1().Clusters(workspace).Get(context.Background(), "not-imported", framework.Get); !apierrors.IsNotFound(err) {
+		t.Fatalf("a Cluster API cluster without the auto-import label was imported (err=%v)", err)
+	}
+}
+
+func TestHelmFailuresRetryAndAgentSettingsRedeploy(t *testing.T) {
+	t.Parallel()
+	hub := framework.StartHub(t)
+	ds := framework.StartControlPlane(t, "downstream")
+	hub.MustKubectl("", "create", "namespace", workspace)
+	ctx := context.Background()
+
+	// A Secret in another namespace must be allowed by the hub's settings.
+	hub.MustKubectl(`apiVersion: fleet.cattle.io/v1alpha1
+kind: Cluster
+metadata:
+  name: elsewhere
+  namespace: clusters
+spec:
+  kubeConfigSecret: x
+  kubeConfigSecretNamespace: kube-system
+`, "apply", "-f", "-")
+	waitCluster(t, hub, "elsewhere", "a disallowed Secret namespace", func(c *fleet.Cluster) error {
+		if cond := condition(c, "Imported"); cond == nil || cond.Reason != "SecretNamespaceNotAllowed" || !strings.Contains(cond.Message, "--kubeconfig-secret-namespaces") {
+			return fmt.Errorf("Imported is %+v", cond)
+		}
+		return nil
+	})
+
+	// Something in the downstream cluster that Helm will not overwrite.
+	ds.MustKubectl("", "create", "clusterrolebinding", "fleet-agent-cattle-fleet-system", "--clusterrole=view", "--user=someone")
+	hub.MustKubectl("", "-n", workspace, "create", "secret", "generic", "my-cluster-kubeconfig", "--from-file=value="+ds.Kubeconfig)
+	hub.MustKubectl(myCluster, "apply", "-f", "-")
+	waitCluster(t, hub, "my-cluster", "the Helm failure to be reported", func(c *fleet.Cluster) error {
+		cond := condition(c, "Imported")
+		if cond == nil || cond.Reason != "HelmFailed" || !strings.Contains(cond.Message, "installing the agent chart into cattle-fleet-system with kubeconfig Secret clusters/my-cluster-kubeconfig") {
+			return fmt.Errorf("Imported is %+v", cond)
+		}
+		return nil
+	})
+	// Removing the obstacle downstream is picked up by the retries (backoff), with no
+	// change to the Cluster or its Secret.
+	ds.MustKubectl("", "delete", "clusterrolebinding", "fleet-agent-cattle-fleet-system")
+	waitCluster(t, hub, "my-cluster", "the retry to succeed", deployedGeneration(0))
+
+	// Changing the agent's settings redeploys it with them.
+	patch := []byte(`{"spec":{"agentEnvVars":[{"name":"HTTPS_PROXY","value":"http://proxy:3128"}]}}`)
+	if _, err := hub.Fleet().FleetV1alpha1().Clusters(workspace).Patch(ctx, "my-cluster", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	framework.Eventually(t, "the agent Deployment to carry the new env var", timeout, func(ctx context.Context) error {
+		d, err := ds.Client().AppsV1().Deployments("cattle-fleet-system").Get(ctx, "fleet-agent", framework.Get)
+		if err != nil {
+			return err
+		}
+		for _, env := range d.Spec.Template.Spec.Containers[0].Env {
+			if env.Name == "HTTPS_PROXY" && env.Value == "http://proxy:3128" {
+				return nil
+			}
+		}
+		return fmt.Errorf("env %v", d.Spec.Template.Spec.Containers[0].Env)
+	})
+	waitCluster(t, hub, "my-cluster", "the redeployment to be recorded", func(c *fleet.Cluster) error {
+		if cond := condition(c, "Imported"); cond == nil || cond.Status != corev1.ConditionTrue {
+			return fmt.Errorf("Imported is %+v", cond)
+		}
+		return nil
+	})
+}

@@ -17,11 +17,13 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/flotilla/flotilla/pkg/controllers/capi"
 	"github.com/flotilla/flotilla/pkg/controllers/cluster"
 	"github.com/flotilla/flotilla/pkg/controllers/clusterns"
 	"github.com/flotilla/flotilla/pkg/controllers/imports"
@@ -124,6 +126,11 @@ func (m *Manager) Start(ctx context.Context) error {
 	if err := shared.Start(ctx, m.settings.Workers); err != nil {
 		return fmt.Errorf("starting controllers: %w", err)
 	}
+	dynamicClient, err := dynamic.NewForConfig(m.cfg)
+	if err != nil {
+		return err
+	}
+	go capi.Run(ctx, kube.Discovery(), dynamicClient, fleet.Cluster())
 	logrus.Info("Controllers started")
 	<-ctx.Done()
 	return nil
