@@ -10,6 +10,8 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"sigs.k8s.io/yaml"
 
@@ -114,4 +116,35 @@ func ReadValues(path string) (registration.Values, error) {
 	}
 	err = yaml.Unmarshal(data, &v)
 	return v, err
+}
+
+// Identity reads the cluster identity the agent stored in ds's fleet-agent Secret.
+func Identity(t testing.TB, ds *Cluster) registration.Credential {
+	t.Helper()
+	secret, err := ds.Client().CoreV1().Secrets("cattle-fleet-system").Get(context.Background(), "fleet-agent", Get)
+	if err != nil {
+		t.Fatalf("%s: reading the identity Secret: %v", ds.Name, err)
+	}
+	cred, err := registration.CredentialFromSecretData(secret.Data)
+	if err != nil {
+		t.Fatalf("%s: %v", ds.Name, err)
+	}
+	return cred
+}
+
+// As returns clients for this cluster that authenticate with a bearer token only,
+// such as an agent's identity or a registration token.
+func (c *Cluster) As(token string) (kubernetes.Interface, versioned.Interface) {
+	c.t.Helper()
+	cfg := rest.AnonymousClientConfig(c.RESTConfig())
+	cfg.BearerToken = token
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	fleetClient, err := versioned.NewForConfig(cfg)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return kube, fleetClient
 }

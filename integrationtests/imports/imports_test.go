@@ -14,11 +14,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/rest"
 
 	"github.com/flotilla/flotilla/integrationtests/framework"
 	fleet "github.com/flotilla/flotilla/pkg/apis/fleet.cattle.io/v1alpha1"
-	"github.com/flotilla/flotilla/pkg/generated/clientset/versioned"
 	"github.com/flotilla/flotilla/pkg/names"
 	"github.com/flotilla/flotilla/pkg/registration"
 )
@@ -79,16 +77,7 @@ func ready(c *fleet.Cluster) error {
 }
 
 func identity(t *testing.T, ds *framework.Cluster) registration.Credential {
-	t.Helper()
-	secret, err := ds.Client().CoreV1().Secrets(names.SystemNamespace).Get(context.Background(), names.AgentIdentitySecret, framework.Get)
-	if err != nil {
-		t.Fatalf("reading the downstream identity: %v", err)
-	}
-	cred, err := registration.CredentialFromSecretData(secret.Data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cred
+	return framework.Identity(t, ds)
 }
 
 func TestHubDeploysTheAgentWithAKubeconfigSecret(t *testing.T) {
@@ -143,7 +132,7 @@ func TestHubDeploysTheAgentWithAKubeconfigSecret(t *testing.T) {
 			t.Fatalf("after redeployment %d the agent is %s", gen, renewed.ClusterName)
 		}
 		// The API server caches a token's validity for 10 seconds.
-		old := oldIdentityClient(t, hub, cred.Token)
+		_, old := hub.As(cred.Token)
 		framework.Eventually(t, "the previous identity to stop working", 30*time.Second, func(ctx context.Context) error {
 			if _, err := old.FleetV1alpha1().BundleDeployments(cred.DeploymentNamespace).List(ctx, metav1.ListOptions{}); !apierrors.IsUnauthorized(err) {
 				return fmt.Errorf("after redeployment %d the previous identity still works (err=%v)", gen, err)
@@ -153,16 +142,6 @@ func TestHubDeploysTheAgentWithAKubeconfigSecret(t *testing.T) {
 		cred = renewed
 		waitCluster(t, hub, "my-cluster", "my-cluster to be Ready again", ready)
 	}
-}
-
-func oldIdentityClient(t *testing.T, hub *framework.Hub, token string) versioned.Interface {
-	cfg := rest.AnonymousClientConfig(hub.RESTConfig())
-	cfg.BearerToken = token
-	client, err := versioned.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return client
 }
 
 func TestImportErrorsAreReadableAndRecover(t *testing.T) {

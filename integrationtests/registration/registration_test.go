@@ -15,7 +15,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
 	"github.com/flotilla/flotilla/integrationtests/framework"
 	fleet "github.com/flotilla/flotilla/pkg/apis/fleet.cattle.io/v1alpha1"
@@ -29,18 +28,8 @@ const (
 	timeout   = 2 * time.Minute
 )
 
-// identity reads the credential the agent stored in the downstream fleet-agent Secret.
 func identity(t *testing.T, ds *framework.Cluster) registration.Credential {
-	t.Helper()
-	secret, err := ds.Client().CoreV1().Secrets(names.SystemNamespace).Get(context.Background(), names.AgentIdentitySecret, framework.Get)
-	if err != nil {
-		t.Fatalf("%s: reading the identity Secret: %v", ds.Name, err)
-	}
-	cred, err := registration.CredentialFromSecretData(secret.Data)
-	if err != nil {
-		t.Fatalf("%s: %v", ds.Name, err)
-	}
-	return cred
+	return framework.Identity(t, ds)
 }
 
 // waitRegistered waits until the downstream bootstrap Secret is gone and the identity
@@ -79,20 +68,9 @@ func waitReady(t *testing.T, hub *framework.Hub, name string) *fleet.Cluster {
 	return cluster
 }
 
-// asIdentity is a client for the hub that authenticates as cred.
+// asIdentity is a client for the hub that authenticates with token.
 func asIdentity(t *testing.T, hub *framework.Hub, token string) (kubernetes.Interface, versioned.Interface) {
-	t.Helper()
-	cfg := rest.AnonymousClientConfig(hub.RESTConfig())
-	cfg.BearerToken = token
-	kube, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fleetClient, err := versioned.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return kube, fleetClient
+	return hub.As(token)
 }
 
 func TestAgentRegistersWithToken(t *testing.T) {
