@@ -13,6 +13,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"strconv"
 	"sync"
@@ -33,6 +34,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/connrotation"
 	"k8s.io/client-go/util/flowcontrol"
 	"sigs.k8s.io/yaml"
 
@@ -129,6 +131,8 @@ type failedAttempt struct {
 type cachedClient struct {
 	secretVersion string
 	config        *rest.Config
+	// dialer tracks the connections made with config, to close them all at once.
+	dialer *connrotation.Dialer
 }
 
 // Register starts importing Clusters with a kubeConfigSecret.
@@ -271,10 +275,15 @@ func (h *handler) secretVersion(cluster *fleet.Cluster) string {
 	return ""
 }
 
+// forget drops the client of a Cluster and closes its connections.
 func (h *handler) forget(key string) {
 	h.mu.Lock()
+	cached, ok := h.clients[key]
 	delete(h.clients, key)
 	h.mu.Unlock()
+	if ok {
+		cached.dialer.CloseAll()
+	}
 }
 
 // deploy does one attempt at deploying cluster's agent. It returns the Cluster if it
@@ -349,8 +358,13 @@ func (h *handler) downstreamConfig(cluster *fleet.Cluster, secret *corev1.Secret
 	}
 	cfg.UserAgent = "flotilla-hub-import"
 	cfg.Timeout = 30 * time.Second
+	// Every connection to the downstream cluster goes through this dialer, so that
+	// they can all be closed once the agent is deployed.
+	dialer := connrotation.NewDialer((&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext)
+	cfg.Dial = dialer.DialContext
+	h.forget(key)
 	h.mu.Lock()
-	h.clients[key] = cachedClient{secretVersion: secret.ResourceVersion, config: cfg}
+	h.clients[key] = cachedClient{secretVersion: secret.ResourceVersion, config: cfg, dialer: dialer}
 	h.mu.Unlock()
 	return cfg, nil
 }
