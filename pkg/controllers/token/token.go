@@ -8,6 +8,7 @@ package token
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -50,19 +51,27 @@ type handler struct {
 func Register(ctx context.Context, settings Settings, tokens fleetcontrollers.ClusterRegistrationTokenController, kube kubernetes.Interface, events record.EventRecorder) {
 	h := &handler{settings: settings, tokens: tokens, kube: kube, events: events, now: time.Now}
 	tokens.OnChange(ctx, "cluster-registration-token", h.onChange)
-	// Owner references would remove the ServiceAccount too, but only once the garbage
-	// collector gets to it; deleting it here revokes the credential at once.
-	tokens.OnRemove(ctx, "flotilla-token-revoke", h.onRemove)
 }
 
-func (h *handler) onRemove(_ string, token *fleet.ClusterRegistrationToken) (*fleet.ClusterRegistrationToken, error) {
-	name := names.TokenServiceAccount(token.Name)
-	err := h.kube.CoreV1().ServiceAccounts(token.Namespace).Delete(context.Background(), name, metav1.DeleteOptions{})
-	if err != nil && !apierrors.IsNotFound(err) {
-		return token, fmt.Errorf("revoking token %s/%s: deleting ServiceAccount %s: %w", token.Namespace, token.Name, name, err)
+// revoke deletes the ServiceAccount of the deleted token key. Owner references would
+// remove it too, but only once the garbage collector gets to it; this revokes the
+// credential at once. (A finalizer would do it even with the hub down, but adding one
+// rewrites the user's spec; the garbage collector covers that case.)
+func (h *handler) revoke(key string) error {
+	namespace, name, found := strings.Cut(key, "/")
+	if !found {
+		return nil
 	}
-	logrus.WithField("token", token.Namespace+"/"+token.Name).Info("Revoked the registration token")
-	return token, nil
+	sa := names.TokenServiceAccount(name)
+	err := h.kube.CoreV1().ServiceAccounts(namespace).Delete(context.Background(), sa, metav1.DeleteOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("revoking token %s: deleting ServiceAccount %s: %w", key, sa, err)
+	}
+	logrus.WithField("token", key).Info("Revoked the registration token")
+	return nil
 }
 
 // Expiry is when a token created at created with ttl ends; zero for none.
@@ -87,8 +96,11 @@ func CredentialLifetime(created, now time.Time, ttl *metav1.Duration, noTTL time
 	return minTokenLifetime
 }
 
-func (h *handler) onChange(_ string, token *fleet.ClusterRegistrationToken) (*fleet.ClusterRegistrationToken, error) {
-	if token == nil || token.DeletionTimestamp != nil {
+func (h *handler) onChange(key string, token *fleet.ClusterRegistrationToken) (*fleet.ClusterRegistrationToken, error) {
+	if token == nil {
+		return nil, h.revoke(key)
+	}
+	if token.DeletionTimestamp != nil {
 		return token, nil
 	}
 	log := logrus.WithField("token", token.Namespace+"/"+token.Name)
