@@ -24,7 +24,7 @@ kubectl --kubeconfig $HUB --namespace clusters get secret new-token \
 helm --kubeconfig $DS -n cattle-fleet-system install --create-namespace \
   --set-string labels.example=true --set-string labels.env=dev \
   --values values.yaml fleet-agent charts/fleet-like/agent
-installed=$(date +%s.%N)
+installed=$(date +%s%N)
 
 # the agent runs
 "$AGENT" --kubeconfig $DS --namespace cattle-fleet-system >agent.log 2>&1 &
@@ -33,8 +33,8 @@ trap 'kill $agent 2>/dev/null || true' EXIT
 
 until [ -n "$(kubectl --kubeconfig $HUB -n clusters get clusters.fleet.cattle.io -o name)" ]; do sleep 0.2; done
 kubectl --kubeconfig $HUB -n clusters wait --for=condition=Ready clusters.fleet.cattle.io --all --timeout=120s
-ready=$(date +%s.%N)
-echo "helm install to Ready: $(echo "$ready - $installed" | bc) s"
+ready=$(date +%s%N)
+echo "helm install to Ready: $(( (ready - installed) / 1000000 )) ms"
 
 kubectl --kubeconfig $HUB -n clusters get clusters.fleet.cattle.io
 

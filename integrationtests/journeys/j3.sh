@@ -20,7 +20,7 @@ metadata:
 spec:
   kubeConfigSecret: my-cluster-kubeconfig
 YAML
-applied=$(date +%s.%N)
+applied=$(date +%s%N)
 
 # The hub installs the fleet-agent release into the downstream cattle-fleet-system itself.
 kubectl --kubeconfig $HUB -n clusters wait --for=condition=Imported clusters.fleet.cattle.io/my-cluster --timeout=120s
@@ -32,8 +32,8 @@ helm --kubeconfig $DS -n cattle-fleet-system list
 agent=$!
 trap 'kill $agent 2>/dev/null || true' EXIT
 kubectl --kubeconfig $HUB -n clusters wait --for=condition=Ready clusters.fleet.cattle.io/my-cluster --timeout=120s
-ready=$(date +%s.%N)
-echo "kubectl apply to Ready: $(echo "$ready - $applied" | bc) s"
+ready=$(date +%s%N)
+echo "kubectl apply to Ready: $(( (ready - applied) / 1000000 )) ms"
 kubectl --kubeconfig $HUB -n clusters get clusters.fleet.cattle.io
 
 # Raising redeployAgentGeneration redeploys the agent; agentDeployedGeneration follows.
