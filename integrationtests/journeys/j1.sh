@@ -43,7 +43,7 @@ name=$(kubectl --kubeconfig $HUB -n clusters get clusters.fleet.cattle.io -o jso
 [[ $name =~ ^cluster-[0-9a-f]{12}$ ]] || { echo "unexpected Cluster name $name"; exit 1; }
 [ "$(kubectl --kubeconfig $HUB -n clusters get clusters.fleet.cattle.io $name -o jsonpath='{.metadata.labels.example},{.metadata.labels.env}')" = "true,dev" ] \
   || { echo "Cluster $name lacks the labels example=true,env=dev"; exit 1; }
-header=$(kubectl --kubeconfig $HUB -n clusters get clusters.fleet.cattle.io | head -1 | tr -s ' ')
+header=$(kubectl --kubeconfig $HUB -n clusters get clusters.fleet.cattle.io | awk 'NR == 1 { $1 = $1; print }')
 [ "$header" = "NAME BUNDLES-READY NODES-READY SAMPLE-NODE LAST-SEEN STATUS" ] || { echo "columns: $header"; exit 1; }
 [ -n "$(kubectl --kubeconfig $HUB -n clusters get clusters.fleet.cattle.io $name -o jsonpath='{.status.agent.lastSeen}')" ] \
   || { echo "LAST-SEEN is empty"; exit 1; }
