@@ -177,8 +177,16 @@ func (h *handler) ensureServiceAccount(ctx context.Context, token *fleet.Cluster
 
 func (h *handler) ensureRoleBinding(ctx context.Context, token *fleet.ClusterRegistrationToken, sa *corev1.ServiceAccount) error {
 	binding := registration.TokenRoleBinding(token.Namespace, sa.Name)
+	bindings := h.kube.RbacV1().RoleBindings(token.Namespace)
+	// Read before writing: a token is reconciled again at expiry and on resyncs.
+	_, err := bindings.Get(ctx, binding.Name, metav1.GetOptions{})
+	if err == nil {
+		return nil
+	}
 	binding.OwnerReferences = ownedBy(token)
-	_, err := h.kube.RbacV1().RoleBindings(token.Namespace).Create(ctx, binding, metav1.CreateOptions{})
+	if apierrors.IsNotFound(err) {
+		_, err = bindings.Create(ctx, binding, metav1.CreateOptions{})
+	}
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("RoleBinding %s/%s: %w", token.Namespace, binding.Name, err)
 	}
