@@ -58,7 +58,7 @@ In a Pod it uses the in-cluster configuration; elsewhere pass --kubeconfig.`,
 				return err
 			}
 			logrus.WithFields(logrus.Fields{"namespace": namespace, "version": version.Version}).Info("Starting the agent")
-			return agent.Run(signals.Context(), agent.Config{Downstream: client, Namespace: namespace, Version: version.Version})
+			return agent.Run(signals.Context(), agent.Config{Downstream: client, DownstreamConfig: cfg, Namespace: namespace, Version: version.Version})
 		},
 	}
 	cmd.Flags().StringVar(&kubeconfigPath, "kubeconfig", "", "kubeconfig of the downstream cluster (default: in-cluster)")

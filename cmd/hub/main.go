@@ -133,6 +133,7 @@ cluster instead, installing or updating the fleet.cattle.io CRDs there itself.`,
 	cmd.Flags().DurationVar(&settings.AgentTokenRenewAfter, "agent-token-renew-after", 0, "have agents renew their token this long after it was issued (default: half its lifetime)")
 	cmd.Flags().StringSliceVar(&settings.KubeconfigSecretNamespaces, "kubeconfig-secret-namespaces", nil, "namespaces besides a Cluster's own that its spec.kubeConfigSecretNamespace may name")
 	cmd.Flags().DurationVar(&settings.ImportTokenTTL, "import-token-ttl", settings.ImportTokenTTL, "lifetime of the registration token minted to deploy an imported cluster's agent")
+	cmd.Flags().DurationVar(&settings.ClusterOfflineAfter, "cluster-offline-after", settings.ClusterOfflineAfter, "a Cluster whose agent has not checked in for this long is shown as offline (Ready=Unknown)")
 	cmd.Flags().IntVar(&settings.Workers, "workers", settings.Workers, "concurrent reconciles per kind")
 	cmd.Flags().Float32Var(&qps, "kube-api-qps", 500, "requests per second the hub may send to the Kubernetes API")
 	cmd.Flags().IntVar(&burst, "kube-api-burst", 1000, "burst of requests the hub may send to the Kubernetes API")

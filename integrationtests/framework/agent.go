@@ -25,7 +25,8 @@ func AgentChart(t testing.TB) string {
 }
 
 // StartAgent runs the agent against downstream cluster ds, exactly as the chart's
-// Deployment runs it in a cluster (there is no kubelet to run the Pod).
+// Deployment runs it in a cluster (there is no kubelet to run the Pod; while the
+// process runs, the Deployment's status says its Pod is available).
 func StartAgent(t testing.TB, ds *Cluster) *Process {
 	t.Helper()
 	return StartAgentIn(t, ds, "cattle-fleet-system")
@@ -35,8 +36,10 @@ func StartAgent(t testing.TB, ds *Cluster) *Process {
 func StartAgentIn(t testing.TB, ds *Cluster, namespace string) *Process {
 	t.Helper()
 	logDir := shortTempDir(t, "flt-agent-")
-	return startProcess(t, "agent of "+ds.Name+"/"+namespace, filepath.Join(logDir, "agent.log"), filepath.Join(BinDir(t), "agent"),
+	p := startProcess(t, "agent of "+ds.Name+"/"+namespace, filepath.Join(logDir, "agent.log"), filepath.Join(BinDir(t), "agent"),
 		"--kubeconfig", ds.Kubeconfig, "--namespace", namespace)
+	StandInForAgentPod(t, ds, namespace, p.Exited())
+	return p
 }
 
 // Fleet returns a fleet.cattle.io clientset for this cluster.

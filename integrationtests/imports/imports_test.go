@@ -328,7 +328,7 @@ spec: {}
 	}
 }
 
-func TestHelmFailuresRetryAndAgentSettingsRedeploy(t *testing.T) {
+func TestHelmFailuresRetryAndAgentSettingsRollThroughTheAgentBundle(t *testing.T) {
 	t.Parallel()
 	hub := framework.StartHub(t)
 	ds := framework.StartControlPlane(t, "downstream")
@@ -367,8 +367,11 @@ spec:
 	// change to the Cluster or its Secret.
 	ds.MustKubectl("", "delete", "clusterrolebinding", "fleet-agent-cattle-fleet-system")
 	waitCluster(t, hub, "my-cluster", "the retry to succeed", deployedGeneration(0))
+	framework.StartAgent(t, ds)
+	waitCluster(t, hub, "my-cluster", "my-cluster to be Ready", ready)
 
-	// Changing the agent's settings redeploys it with them.
+	// Changing the agent's settings reaches the agent through its agent bundle: the
+	// same release is upgraded, nothing is reinstalled.
 	patch := []byte(`{"spec":{"agentEnvVars":[{"name":"HTTPS_PROXY","value":"http://proxy:3128"}]}}`)
 	if _, err := hub.Fleet().FleetV1alpha1().Clusters(workspace).Patch(ctx, "my-cluster", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
@@ -385,10 +388,15 @@ spec:
 		}
 		return fmt.Errorf("env %v", d.Spec.Template.Spec.Containers[0].Env)
 	})
-	waitCluster(t, hub, "my-cluster", "the redeployment to be recorded", func(c *fleet.Cluster) error {
-		if cond := condition(c, "Imported"); cond == nil || cond.Status != corev1.ConditionTrue {
-			return fmt.Errorf("Imported is %+v", cond)
-		}
-		return nil
-	})
+	out, err := ds.Helm("history", "-n", "cattle-fleet-system", "fleet-agent")
+	if err != nil || !strings.Contains(out, "Install complete") || strings.Count(out, "Upgrade complete") < 2 {
+		t.Errorf("helm history fleet-agent: %v\n%s\nwant the hub's install, then upgrades by the agent bundle", err, out)
+	}
+	if out, _ := ds.Helm("list", "-A", "-q"); strings.TrimSpace(out) != "fleet-agent" {
+		t.Errorf("helm list -A -q: %q, want only fleet-agent", out)
+	}
+	c, err := hub.Fleet().FleetV1alpha1().Clusters(workspace).Get(ctx, "my-cluster", framework.Get)
+	if err != nil || c.Status.AgentDeployedGeneration == nil || *c.Status.AgentDeployedGeneration != 0 {
+		t.Errorf("a settings change must not redeploy: %v %+v", err, c.Status)
+	}
 }

@@ -38,6 +38,8 @@ func TestJourneyJ1AgentInitiatedRegistration(t *testing.T) {
 	t.Parallel()
 	hub := framework.StartHub(t)
 	ds := framework.StartControlPlane(t, "downstream")
+	// The script runs the agent; this stands in for its Pod's kubelet.
+	framework.StandInForAgentPod(t, ds, "cattle-fleet-system", nil)
 	out := runJourney(t, "j1.sh", "HUB="+hub.Kubeconfig, "DS="+ds.Kubeconfig)
 	for _, line := range strings.Split(out, "\n") {
 		if strings.HasPrefix(line, "helm install to Ready") || strings.HasPrefix(line, "J1 passed") {
@@ -50,9 +52,26 @@ func TestJourneyJ3ManagerInitiatedRegistration(t *testing.T) {
 	t.Parallel()
 	hub := framework.StartHub(t)
 	ds := framework.StartControlPlane(t, "downstream")
+	framework.StandInForAgentPod(t, ds, "cattle-fleet-system", nil)
 	out := runJourney(t, "j3.sh", "HUB="+hub.Kubeconfig, "DS="+ds.Kubeconfig)
 	for _, line := range strings.Split(out, "\n") {
 		if strings.HasPrefix(line, "kubectl apply to Ready") || strings.HasPrefix(line, "broken:") || strings.HasPrefix(line, "J3 passed") {
+			t.Log(line)
+		}
+	}
+}
+
+func TestJourneyJ6BundlesReachClusters(t *testing.T) {
+	t.Parallel()
+	hub := framework.StartHub(t)
+	dev := framework.StartControlPlane(t, "dev")
+	prod := framework.StartControlPlane(t, "prod")
+	for _, ds := range []*framework.Cluster{dev, prod} {
+		framework.StandInForAgentPod(t, ds, "cattle-fleet-system", nil)
+	}
+	out := runJourney(t, "j6.sh", "HUB="+hub.Kubeconfig, "DEV="+dev.Kubeconfig, "PROD="+prod.Kubeconfig)
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "kubectl apply to Bundle Ready") || strings.HasPrefix(line, "J6 passed") {
 			t.Log(line)
 		}
 	}

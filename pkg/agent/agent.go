@@ -11,9 +11,12 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/flotilla/flotilla/pkg/agent/deployer"
 	"github.com/flotilla/flotilla/pkg/generated/clientset/versioned"
+	fleetcontrollers "github.com/flotilla/flotilla/pkg/generated/controllers/fleet.cattle.io"
 	"github.com/flotilla/flotilla/pkg/names"
 	"github.com/flotilla/flotilla/pkg/registration"
 )
@@ -22,8 +25,10 @@ import (
 // the namespace of its Secrets and ConfigMap. Everything else it reads from there.
 type Config struct {
 	Downstream kubernetes.Interface
-	Namespace  string
-	Version    string
+	// DownstreamConfig reaches the same cluster as Downstream, for Helm.
+	DownstreamConfig *rest.Config
+	Namespace        string
+	Version          string
 }
 
 // Run runs the agent until ctx ends. A new bootstrap Secret (the chart installed or
@@ -138,15 +143,70 @@ func runSession(ctx context.Context, cfg Config, d registration.Downstream, cred
 	settings, err := d.Settings(ctx)
 	if err != nil {
 		log.WithError(err).Warn("Using default agent settings")
-		settings = registration.AgentSettings{CheckinInterval: registration.DefaultCheckinInterval}
+		settings = registration.AgentSettings{CheckinInterval: registration.DefaultCheckinInterval, MonitorInterval: registration.DefaultMonitorInterval}
 	}
 
 	renewer := &registration.Renewer{Downstream: d, Hub: hubKube, Tokens: tokens, Log: log}
 	go renewer.Run(ctx, cred)
 
-	checkin := &Checkin{Hub: hubFleet, Credential: cred, Namespace: cfg.Namespace, Version: cfg.Version, Log: log}
+	if ctx.Err() != nil {
+		return nil
+	}
+	deployments, err := startDeployer(ctx, cfg, cred, hubConfig, hubFleet, settings, log)
+	if err != nil {
+		return err
+	}
+	// However the session ends, Helm operations under way finish first.
+	defer deployments.Wait()
+
+	version := ""
+	if v, err := cfg.Downstream.Discovery().ServerVersion(); err == nil {
+		version = v.GitVersion
+	}
+	checkin := &Checkin{Hub: hubFleet, Credential: cred, Namespace: cfg.Namespace, Version: cfg.Version, Log: log,
+		Nodes: WatchNodes(ctx, cfg.Downstream), KubernetesVersion: version}
 	checkin.Run(ctx, settings.CheckinInterval)
 	return nil
+}
+
+// startDeployer starts deploying the cluster's BundleDeployments, read from its
+// per-cluster namespace on the hub with the cluster's identity.
+func startDeployer(ctx context.Context, cfg Config, cred registration.Credential, hubConfig *rest.Config, hubFleet versioned.Interface,
+	settings registration.AgentSettings, log logrus.FieldLogger) (*deployer.Deployer, error) {
+	factory, err := fleetcontrollers.NewFactoryFromConfigWithOptions(hubConfig, &fleetcontrollers.FactoryOptions{Namespace: cred.DeploymentNamespace})
+	if err != nil {
+		return nil, err
+	}
+	dep := &deployer.Deployer{
+		Deployments:     factory.Fleet().V1alpha1().BundleDeployment(),
+		Hub:             hubFleet,
+		Downstream:      cfg.DownstreamConfig,
+		DownstreamKube:  cfg.Downstream,
+		AgentNamespace:  cfg.Namespace,
+		MonitorInterval: settings.MonitorInterval,
+		Log:             log,
+	}
+	dep.Register(ctx)
+	// In the background: lasso's start-up health check retries until the hub answers
+	// and does not give up when ctx ends, so it must not hold up the session's end.
+	go func() {
+		if ctx.Err() != nil {
+			return
+		}
+		if err := factory.Start(ctx, 4); err != nil {
+			if ctx.Err() == nil {
+				log.WithError(err).Error("Cannot watch the cluster's BundleDeployments")
+			}
+			return
+		}
+		if !cache.WaitForCacheSync(ctx.Done(), factory.Fleet().V1alpha1().BundleDeployment().Informer().HasSynced) {
+			return
+		}
+		if err := dep.Cleanup(); err != nil {
+			log.WithError(err).Warn("Cannot remove releases of deleted BundleDeployments")
+		}
+	}()
+	return dep, nil
 }
 
 // watchBootstrap signals each time the bootstrap Secret is created.

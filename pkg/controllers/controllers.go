@@ -23,8 +23,11 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/flotilla/flotilla/pkg/controllers/agentbundle"
+	"github.com/flotilla/flotilla/pkg/controllers/bundle"
 	"github.com/flotilla/flotilla/pkg/controllers/capi"
 	"github.com/flotilla/flotilla/pkg/controllers/cluster"
+	"github.com/flotilla/flotilla/pkg/controllers/clustergroup"
 	"github.com/flotilla/flotilla/pkg/controllers/clusterns"
 	"github.com/flotilla/flotilla/pkg/controllers/imports"
 	"github.com/flotilla/flotilla/pkg/controllers/request"
@@ -53,15 +56,19 @@ type Settings struct {
 	// ImportTokenTTL is the lifetime of the registration token minted to deploy an
 	// imported cluster's agent.
 	ImportTokenTTL time.Duration
+	// ClusterOfflineAfter is how long after its agent's last check-in a Cluster is
+	// shown as offline (Ready=Unknown).
+	ClusterOfflineAfter time.Duration
 }
 
 // DefaultSettings are the settings the hub's flags default to.
 func DefaultSettings() Settings {
 	return Settings{
-		ClusterTokenTTL:    24 * time.Hour,
-		NoTTLTokenLifetime: 365 * 24 * time.Hour,
-		Workers:            20,
-		ImportTokenTTL:     time.Hour,
+		ClusterTokenTTL:     24 * time.Hour,
+		NoTTLTokenLifetime:  365 * 24 * time.Hour,
+		Workers:             20,
+		ImportTokenTTL:      time.Hour,
+		ClusterOfflineAfter: 2 * time.Minute,
 	}
 }
 
@@ -117,7 +124,14 @@ func (m *Manager) Start(ctx context.Context) error {
 		APIServerURL: m.settings.APIServerURL, APIServerCA: m.settings.APIServerCA,
 		ClusterTokenTTL: m.settings.ClusterTokenTTL, AgentTokenRenewAfter: m.settings.AgentTokenRenewAfter,
 	}, fleet.ClusterRegistrationRequest(), fleet.Cluster(), fleet.ClusterRegistrationToken().Cache(), namespaces, kube, events)
-	cluster.Register(ctx, fleet.Cluster(), fleet.ClusterRegistrationRequest(), namespaces, kube, events)
+	cluster.Register(ctx, cluster.Settings{OfflineAfter: m.settings.ClusterOfflineAfter},
+		fleet.Cluster(), fleet.ClusterRegistrationRequest(), fleet.BundleDeployment(), namespaces, kube, events)
+	bundle.Register(ctx, fleet.Bundle(), fleet.BundleDeployment(), fleet.Content(), fleet.Cluster(), fleet.ClusterGroup(), events)
+	bundle.RegisterContents(ctx, fleet.Content(), fleet.BundleDeployment())
+	clustergroup.Register(ctx, fleet.ClusterGroup(), fleet.Cluster(), fleet.BundleDeployment().Cache())
+	if err := agentbundle.Register(ctx, fleet.Cluster(), fleet.Bundle()); err != nil {
+		return err
+	}
 	imports.Register(ctx, imports.Settings{
 		SecretNamespaces: m.settings.KubeconfigSecretNamespaces, TokenTTL: m.settings.ImportTokenTTL,
 		InitialBackoff: 2 * time.Second, MaxBackoff: 5 * time.Minute,

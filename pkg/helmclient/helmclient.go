@@ -54,11 +54,11 @@ func (g *getter) ToRESTMapper() (meta.RESTMapper, error) {
 }
 
 func (g *getter) ToRawKubeConfigLoader() clientcmd.ClientConfig {
-	// Helm reads only the default namespace from it.
-	cfg := clientcmdapi.NewConfig()
-	cfg.Contexts["default"] = &clientcmdapi.Context{Namespace: g.namespace}
-	cfg.CurrentContext = "default"
-	return clientcmd.NewDefaultClientConfig(*cfg, &clientcmd.ConfigOverrides{})
+	// Helm reads only the default namespace from it: objects that name no namespace go
+	// there. An override, because the config itself has no cluster and fails validation.
+	return clientcmd.NewDefaultClientConfig(*clientcmdapi.NewConfig(), &clientcmd.ConfigOverrides{
+		Context: clientcmdapi.Context{Namespace: g.namespace},
+	})
 }
 
 // Configuration is a Helm action configuration for releases in namespace of the

@@ -52,12 +52,28 @@ const (
 	RequestLabel = "fleet.cattle.io/cluster-registration"
 	// ClientIDHashLabel is the hash of a clientID, for finding what belongs to it.
 	ClientIDHashLabel = "fleet.cattle.io/client-id-hash"
+	// BundleNameLabel names the Bundle a BundleDeployment deploys.
+	BundleNameLabel = "fleet.cattle.io/bundle-name"
+	// BundleNamespaceLabel names the workspace of the Bundle a BundleDeployment deploys.
+	BundleNamespaceLabel = "fleet.cattle.io/bundle-namespace"
+	// AgentBundleLabel marks the agent bundle of a cluster (and its BundleDeployment):
+	// the agent deploys it as its own fleet-agent release.
+	AgentBundleLabel = "fleet.cattle.io/agent-bundle"
+	// BundleDeploymentLabel is set on the Helm release the agent made for a
+	// BundleDeployment, so it can find releases whose BundleDeployment is gone.
+	BundleDeploymentLabel = "fleet.cattle.io/bundle-deployment"
+	// DeploymentIDLabel, on a release the agent made, is a hash of the deployment ID
+	// it holds, so the agent notices when someone else has changed the release.
+	DeploymentIDLabel = "fleet.cattle.io/deployment-id-hash"
 
 	// ClusterCleanup names the Cluster removal handler; wrangler makes its finalizer
 	// ClusterFinalizer from it.
 	ClusterCleanup = "flotilla-cluster-cleanup"
 	// ClusterFinalizer lets the hub clean up what lives outside a Cluster's namespace.
 	ClusterFinalizer = "wrangler.cattle.io/" + ClusterCleanup
+	// BundleCleanup names the Bundle removal handler, which deletes its
+	// BundleDeployments (they live in other namespaces, out of reach of owner references).
+	BundleCleanup = "flotilla-bundle-cleanup"
 
 	// RegistrationValuesSecretType is the type of a token's values Secret.
 	RegistrationValuesSecretType = "fleet.cattle.io/cluster-registration-values"
@@ -137,4 +153,20 @@ func ClusterStatusRole(cluster string) string {
 // Contents; it is named after the cluster's (unique) per-cluster namespace.
 func ContentsBinding(clusterNamespace string) string {
 	return Limit("flotilla-contents-"+clusterNamespace, maxName)
+}
+
+// Content is the name of the Content holding resources whose JSON has sha256 sum.
+func Content(sum string) string {
+	return "s-" + sum
+}
+
+// AgentBundle is the Bundle that deploys cluster's own agent.
+func AgentBundle(cluster string) string {
+	return Limit("fleet-agent-"+cluster, maxName)
+}
+
+// ReleaseName is the Helm release name of a Bundle that does not name one: the
+// Bundle's name, shortened to Helm's 53-character limit.
+func ReleaseName(bundle string) string {
+	return Limit(bundle, 53)
 }

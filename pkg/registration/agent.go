@@ -37,6 +37,8 @@ type AgentSettings struct {
 	Labels map[string]string
 	// CheckinInterval is how often the agent reports to the hub.
 	CheckinInterval time.Duration
+	// MonitorInterval is how often deployed bundles are checked for readiness and drift.
+	MonitorInterval time.Duration
 }
 
 // ConfigMap keys of the downstream fleet-agent ConfigMap.
@@ -44,14 +46,18 @@ const (
 	cmClientID        = "clientID"
 	cmLabels          = "labels"
 	cmCheckinInterval = "checkinInterval"
+	cmMonitorInterval = "monitorInterval"
 )
+
+// DefaultMonitorInterval is how often deployed bundles are checked when not told otherwise.
+const DefaultMonitorInterval = 30 * time.Second
 
 // DefaultCheckinInterval is how often an agent reports when not told otherwise.
 const DefaultCheckinInterval = 30 * time.Second
 
 // Settings reads the fleet-agent ConfigMap; a missing ConfigMap means defaults.
 func (d Downstream) Settings(ctx context.Context) (AgentSettings, error) {
-	s := AgentSettings{CheckinInterval: DefaultCheckinInterval}
+	s := AgentSettings{CheckinInterval: DefaultCheckinInterval, MonitorInterval: DefaultMonitorInterval}
 	cm, err := d.Client.CoreV1().ConfigMaps(d.Namespace).Get(ctx, names.AgentConfigMap, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return s, nil
@@ -65,12 +71,16 @@ func (d Downstream) Settings(ctx context.Context) (AgentSettings, error) {
 			return s, fmt.Errorf("ConfigMap %s/%s: labels is not a JSON object: %w", d.Namespace, names.AgentConfigMap, err)
 		}
 	}
-	if raw := cm.Data[cmCheckinInterval]; raw != "" {
+	for key, into := range map[string]*time.Duration{cmCheckinInterval: &s.CheckinInterval, cmMonitorInterval: &s.MonitorInterval} {
+		raw := cm.Data[key]
+		if raw == "" {
+			continue
+		}
 		interval, err := time.ParseDuration(raw)
 		if err != nil || interval <= 0 {
-			return s, fmt.Errorf("ConfigMap %s/%s: checkinInterval %q is not a positive duration", d.Namespace, names.AgentConfigMap, raw)
+			return s, fmt.Errorf("ConfigMap %s/%s: %s %q is not a positive duration", d.Namespace, names.AgentConfigMap, key, raw)
 		}
-		s.CheckinInterval = interval
+		*into = interval
 	}
 	return s, nil
 }

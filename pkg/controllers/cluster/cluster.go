@@ -1,13 +1,15 @@
 // Package cluster is the Cluster controller: it keeps each Cluster's per-cluster
-// namespace, reports whether its agent has registered and checked in (the Ready
-// condition and the printed columns), and on deletion removes everything the hub made
-// for the cluster.
+// namespace, reports whether its agent has checked in recently and how its
+// BundleDeployments are doing (the Ready condition and the printed columns), and on
+// deletion removes everything the hub made for the cluster.
 package cluster
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
+	"time"
 
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
@@ -19,6 +21,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	fleet "github.com/flotilla/flotilla/pkg/apis/fleet.cattle.io/v1alpha1"
+	"github.com/flotilla/flotilla/pkg/bundlestate"
 	"github.com/flotilla/flotilla/pkg/conditions"
 	"github.com/flotilla/flotilla/pkg/controllers/clusterns"
 	"github.com/flotilla/flotilla/pkg/controllers/request"
@@ -26,24 +29,57 @@ import (
 	"github.com/flotilla/flotilla/pkg/names"
 )
 
-// StateWaitCheckIn is the display state of a Cluster whose agent has not reported.
-const StateWaitCheckIn = "WaitCheckIn"
+// Reasons of the Ready condition.
+const (
+	// StateWaitCheckIn is the display state and reason of a Cluster whose agent has
+	// not reported yet.
+	StateWaitCheckIn = "WaitCheckIn"
+	// ReasonOffline: the agent has not been seen for longer than the offline threshold.
+	ReasonOffline = "Offline"
+	// ReasonBundlesNotReady: some BundleDeployments of the cluster are not Ready.
+	ReasonBundlesNotReady = "BundlesNotReady"
+)
+
+// Settings tune the Cluster controller.
+type Settings struct {
+	// OfflineAfter is how long after its agent's last check-in a cluster is shown
+	// as offline (Ready=Unknown).
+	OfflineAfter time.Duration
+}
 
 type handler struct {
-	clusters   fleetcontrollers.ClusterController
-	requests   fleetcontrollers.ClusterRegistrationRequestController
-	namespaces *clusterns.Ensurer
-	kube       kubernetes.Interface
-	events     record.EventRecorder
+	settings    Settings
+	clusters    fleetcontrollers.ClusterController
+	requests    fleetcontrollers.ClusterRegistrationRequestController
+	deployments fleetcontrollers.BundleDeploymentCache
+	namespaces  *clusterns.Ensurer
+	kube        kubernetes.Interface
+	events      record.EventRecorder
+	now         func() time.Time
 }
 
 // Register starts handling Clusters. The requests cache must carry the
 // request.ByClientID index (request.Register adds it).
-func Register(ctx context.Context, clusters fleetcontrollers.ClusterController, requests fleetcontrollers.ClusterRegistrationRequestController,
-	namespaces *clusterns.Ensurer, kube kubernetes.Interface, events record.EventRecorder) {
-	h := &handler{clusters: clusters, requests: requests, namespaces: namespaces, kube: kube, events: events}
+func Register(ctx context.Context, settings Settings, clusters fleetcontrollers.ClusterController, requests fleetcontrollers.ClusterRegistrationRequestController,
+	deployments fleetcontrollers.BundleDeploymentController, namespaces *clusterns.Ensurer, kube kubernetes.Interface, events record.EventRecorder) {
+	h := &handler{settings: settings, clusters: clusters, requests: requests, deployments: deployments.Cache(),
+		namespaces: namespaces, kube: kube, events: events, now: time.Now}
 	clusters.OnChange(ctx, "cluster", h.onChange)
 	clusters.OnRemove(ctx, names.ClusterCleanup, h.onRemove)
+	// A BundleDeployment's change changes its cluster's summary.
+	deployments.OnChange(ctx, "cluster-bundles", func(key string, bd *fleet.BundleDeployment) (*fleet.BundleDeployment, error) {
+		owner := map[string]string{}
+		if bd != nil {
+			owner = bd.Labels
+		} else if ns, err := namespaces.Namespaces.Cache().Get(strings.Split(key, "/")[0]); err == nil {
+			// Deleted: the per-cluster namespace names the cluster.
+			owner = ns.Labels
+		}
+		if owner[names.ClusterLabel] != "" {
+			clusters.Enqueue(owner[names.ClusterNamespaceLabel], owner[names.ClusterLabel])
+		}
+		return bd, nil
+	})
 }
 
 func (h *handler) onChange(_ string, cluster *fleet.Cluster) (*fleet.Cluster, error) {
@@ -55,21 +91,13 @@ func (h *handler) onChange(_ string, cluster *fleet.Cluster) (*fleet.Cluster, er
 	}
 	status := cluster.Status.DeepCopy()
 	status.Namespace = clusterns.Name(cluster)
-	if status.Agent.LastSeen.IsZero() {
-		status.Display.State = StateWaitCheckIn
-		conditions.Set(&status.Conditions, fleet.ConditionReady, corev1.ConditionFalse, StateWaitCheckIn, "waiting for the cluster's agent to register and check in")
-	} else {
-		if status.Display.State == StateWaitCheckIn {
-			status.Display.State = ""
-		}
-		conditions.Set(&status.Conditions, fleet.ConditionReady, corev1.ConditionTrue, "", "")
+	if err := h.summarize(cluster, status); err != nil {
+		return cluster, err
 	}
 	if equality.Semantic.DeepEqual(*status, cluster.Status) {
 		return cluster, nil
 	}
-	if !conditions.IsTrue(cluster.Status.Conditions, fleet.ConditionReady) && conditions.IsTrue(status.Conditions, fleet.ConditionReady) {
-		h.events.Event(cluster, corev1.EventTypeNormal, "AgentCheckedIn", "The cluster's agent checked in; the cluster is Ready")
-	}
+	h.announce(cluster, status)
 	updated := cluster.DeepCopy()
 	updated.Status = *status
 	return h.clusters.UpdateStatus(updated)
@@ -99,6 +127,68 @@ func (h *handler) onRemove(_ string, cluster *fleet.Cluster) (*fleet.Cluster, er
 	}
 	logrus.WithField("cluster", cluster.Namespace+"/"+cluster.Name).Info("Removed the cluster's namespace, identity and credentials")
 	return cluster, nil
+}
+
+// summarize fills the Ready condition and the columns: the agent's check-ins and
+// nodes, and the cluster's BundleDeployments.
+func (h *handler) summarize(cluster *fleet.Cluster, status *fleet.ClusterStatus) error {
+	deployments, err := h.deployments.List(status.Namespace, labels.Everything())
+	if err != nil {
+		return err
+	}
+	var s bundlestate.Summary
+	for _, bd := range deployments {
+		s.Add(bd.Labels[names.BundleNamespaceLabel]+"/"+bd.Name, bd)
+	}
+	status.Summary = s.BundleSummary
+	status.Display.ReadyBundles = s.ReadyString()
+	status.Display.State = string(s.Worst())
+
+	agent := status.Agent
+	if agent.LastSeen.IsZero() {
+		status.Display.ReadyNodes, status.Display.SampleNode = "", ""
+	} else {
+		status.Display.ReadyNodes = fmt.Sprintf("%d/%d", agent.ReadyNodes, agent.ReadyNodes+agent.NonReadyNodes)
+		status.Display.SampleNode = agent.SampleNode
+	}
+
+	switch age := h.now().Sub(agent.LastSeen.Time); {
+	case agent.LastSeen.IsZero():
+		status.Display.State = StateWaitCheckIn
+		conditions.Set(&status.Conditions, fleet.ConditionReady, corev1.ConditionFalse, StateWaitCheckIn, "waiting for the cluster's agent to register and check in")
+	case age >= h.settings.OfflineAfter:
+		status.Display.State = ReasonOffline
+		conditions.Set(&status.Conditions, fleet.ConditionReady, corev1.ConditionUnknown, ReasonOffline,
+			fmt.Sprintf("the agent has not checked in since %s (%s ago, more than %s)",
+				agent.LastSeen.UTC().Format(time.RFC3339), age.Round(time.Second), h.settings.OfflineAfter))
+	default:
+		// Look again when the cluster would turn offline without another check-in.
+		h.clusters.EnqueueAfter(cluster.Namespace, cluster.Name, h.settings.OfflineAfter-age+time.Second)
+		if s.AllReady() {
+			conditions.Set(&status.Conditions, fleet.ConditionReady, corev1.ConditionTrue, "", "")
+		} else {
+			conditions.Set(&status.Conditions, fleet.ConditionReady, corev1.ConditionFalse, ReasonBundlesNotReady, s.NotReadyMessage("Bundle"))
+		}
+	}
+	return nil
+}
+
+// announce records an event when the cluster checks in for the first time, goes
+// offline or comes back.
+func (h *handler) announce(cluster *fleet.Cluster, status *fleet.ClusterStatus) {
+	before := conditions.Get(cluster.Status.Conditions, fleet.ConditionReady)
+	after := conditions.Get(status.Conditions, fleet.ConditionReady)
+	if after == nil || (before != nil && before.Reason == after.Reason) {
+		return
+	}
+	switch {
+	case after.Reason == ReasonOffline:
+		h.events.Event(cluster, corev1.EventTypeWarning, ReasonOffline, "The cluster is offline: "+after.Message)
+	case before != nil && before.Reason == ReasonOffline:
+		h.events.Event(cluster, corev1.EventTypeNormal, "AgentCheckedIn", "The cluster's agent checked in again; the cluster is online")
+	case before == nil || before.Reason == StateWaitCheckIn:
+		h.events.Event(cluster, corev1.EventTypeNormal, "AgentCheckedIn", "The cluster's agent checked in")
+	}
 }
 
 func ignoreNotFound(err error) error {

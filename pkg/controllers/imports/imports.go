@@ -78,13 +78,14 @@ const (
 )
 
 // deploymentKey, on an import token (annotation) and on the agent's Helm release
-// (label), records which deployment of the Cluster's agent it belongs to: the Cluster,
-// its redeployAgentGeneration and its agent settings.
+// (label), records which deployment of the Cluster's agent it belongs to: the Cluster
+// and its redeployAgentGeneration. A change of agent settings does not redeploy: it
+// reaches the agent through its agent bundle, as an upgrade of the same release.
 const deploymentKey = "fleet.cattle.io/agent-deployment"
 
 // deploymentID identifies one deployment of cluster's agent.
 func deploymentID(cluster *fleet.Cluster) string {
-	return string(cluster.UID) + "-" + strconv.FormatInt(cluster.Spec.RedeployAgentGeneration, 10) + "-" + agentchart.SettingsHash(cluster)
+	return string(cluster.UID) + "-" + strconv.FormatInt(cluster.Spec.RedeployAgentGeneration, 10)
 }
 
 // importError is a failure with a reason for the Imported condition.
@@ -191,7 +192,6 @@ func (h *handler) clustersOfSecret(namespace, name string, obj runtime.Object) (
 func deployed(cluster *fleet.Cluster) bool {
 	gen := cluster.Status.AgentDeployedGeneration
 	return gen != nil && *gen == cluster.Spec.RedeployAgentGeneration &&
-		cluster.Status.AgentConfigHash == agentchart.SettingsHash(cluster) &&
 		conditions.IsTrue(cluster.Status.Conditions, fleet.ConditionImported)
 }
 

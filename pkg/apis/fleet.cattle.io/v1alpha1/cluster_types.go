@@ -130,8 +130,8 @@ type ClusterStatus struct {
 	AgentDeployedGeneration *int64 `json:"agentDeployedGeneration,omitempty"`
 
 	// AgentConfigHash is a hash of the agent settings (env vars, tolerations,
-	// affinity, resources, private repo URL) of the last deployment; a change
-	// redeploys the agent.
+	// affinity, resources, private repo URL) when the hub last deployed the agent;
+	// later changes reach the agent through its agent bundle, as an upgrade.
 	// +optional
 	AgentConfigHash string `json:"agentConfigHash,omitempty"`
 

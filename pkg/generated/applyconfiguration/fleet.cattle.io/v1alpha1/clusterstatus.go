@@ -39,8 +39,8 @@ type ClusterStatusApplyConfiguration struct {
 	// successful agent deployment by the hub.
 	AgentDeployedGeneration *int64 `json:"agentDeployedGeneration,omitempty"`
 	// AgentConfigHash is a hash of the agent settings (env vars, tolerations,
-	// affinity, resources, private repo URL) of the last deployment; a change
-	// redeploys the agent.
+	// affinity, resources, private repo URL) when the hub last deployed the agent;
+	// later changes reach the agent through its agent bundle, as an upgrade.
 	AgentConfigHash *string `json:"agentConfigHash,omitempty"`
 	// APIServerURL is the hub URL the agent was last told to use.
 	APIServerURL *string `json:"apiServerURL,omitempty"`

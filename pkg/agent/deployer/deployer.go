@@ -1,0 +1,681 @@
+// Package deployer is the agent's bundle deployer: it watches the cluster's
+// BundleDeployments on the hub, installs or upgrades each as a Helm release in the
+// downstream cluster with the Helm SDK, reports the release's state back, puts back
+// drifted objects when asked, and uninstalls releases whose BundleDeployment is gone.
+package deployer
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v3/pkg/storage/driver"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/yaml"
+
+	fleet "github.com/flotilla/flotilla/pkg/apis/fleet.cattle.io/v1alpha1"
+	"github.com/flotilla/flotilla/pkg/bundlestate"
+	"github.com/flotilla/flotilla/pkg/conditions"
+	"github.com/flotilla/flotilla/pkg/content"
+	"github.com/flotilla/flotilla/pkg/generated/clientset/versioned"
+	fleetcontrollers "github.com/flotilla/flotilla/pkg/generated/controllers/fleet.cattle.io/v1alpha1"
+	"github.com/flotilla/flotilla/pkg/helmclient"
+	"github.com/flotilla/flotilla/pkg/names"
+	"github.com/flotilla/flotilla/pkg/registration"
+)
+
+// Conditions the agent sets on a BundleDeployment.
+const (
+	// ConditionDeployed is False, with the error, when the last Helm operation failed.
+	ConditionDeployed = bundlestate.ConditionDeployed
+	// ConditionMonitored is False when the agent could not read the release's objects.
+	ConditionMonitored = "Monitored"
+)
+
+// DefaultMonitorInterval is how often a deployed release's objects are looked at
+// again for readiness and drift.
+const DefaultMonitorInterval = registration.DefaultMonitorInterval
+
+// Deployer deploys one cluster's BundleDeployments.
+type Deployer struct {
+	// Deployments are the cluster's BundleDeployments on the hub (a controller over
+	// the per-cluster namespace, with the cluster's identity).
+	Deployments fleetcontrollers.BundleDeploymentController
+	// Hub reads Contents with the cluster's identity.
+	Hub versioned.Interface
+	// Downstream is the cluster the releases go to.
+	Downstream     *rest.Config
+	DownstreamKube kubernetes.Interface
+	// AgentNamespace is the agent's own namespace: the agent bundle's release lives there.
+	AgentNamespace  string
+	MonitorInterval time.Duration
+	Log             logrus.FieldLogger
+
+	mu      sync.Mutex
+	configs map[string]*action.Configuration
+	// ops keeps Helm operations from being cut short: a stopping agent waits for them.
+	ops operations
+}
+
+// operations counts Helm operations under way; once stopping, no new one starts.
+type operations struct {
+	mu       sync.Mutex
+	idle     *sync.Cond
+	running  int
+	stopping bool
+}
+
+func (o *operations) begin() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.stopping {
+		return false
+	}
+	o.running++
+	return true
+}
+
+func (o *operations) end() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.running--
+	if o.running == 0 && o.idle != nil {
+		o.idle.Broadcast()
+	}
+}
+
+func (o *operations) stop() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.stopping = true
+	if o.idle == nil {
+		o.idle = sync.NewCond(&o.mu)
+	}
+	for o.running > 0 {
+		o.idle.Wait()
+	}
+}
+
+// errStopping: the agent is stopping, so no Helm operation starts.
+var errStopping = errors.New("the agent is stopping")
+
+// Register adds the deployer's handler. Call Cleanup once the caches have synced.
+func (d *Deployer) Register(ctx context.Context) {
+	if d.MonitorInterval <= 0 {
+		d.MonitorInterval = DefaultMonitorInterval
+	}
+	d.configs = map[string]*action.Configuration{}
+	d.Deployments.OnChange(ctx, "deploy", d.onChange)
+}
+
+// Wait starts no more Helm operations and returns once none is running. The agent
+// calls it before it exits, so a release is never left pending because the agent was
+// stopped (for example by the upgrade of its own Deployment).
+func (d *Deployer) Wait() { d.ops.stop() }
+
+func (d *Deployer) onChange(key string, bd *fleet.BundleDeployment) (*fleet.BundleDeployment, error) {
+	if bd == nil {
+		_, name, _ := strings.Cut(key, "/")
+		return nil, d.uninstall(name)
+	}
+	if bd.DeletionTimestamp != nil || bd.Spec.DeploymentID == "" {
+		return bd, nil
+	}
+	log := d.Log.WithField("bundleDeployment", bd.Name)
+	status := bd.Status.DeepCopy()
+	releaseNS, releaseName := d.release(bd)
+	cfg, err := d.config(releaseNS)
+	if err != nil {
+		return bd, err
+	}
+
+	if d.isAgent(bd) {
+		if _, err := cfg.Releases.Last(releaseName); errors.Is(err, driver.ErrReleaseNotFound) {
+			// Nothing to adopt: an agent started by hand is not installed over.
+			return d.report(bd, notManaged(bd, releaseNS))
+		}
+	}
+	var deployErr error
+	if !bd.Spec.Paused && d.needsDeploy(cfg, bd, releaseName) {
+		deployErr = d.deploy(cfg, bd, releaseNS, releaseName, false, log)
+		if errors.Is(deployErr, errStopping) {
+			return bd, nil
+		}
+		d.recordDeploy(bd, status, releaseNS, releaseName, deployErr, log)
+	}
+	if deployErr == nil {
+		d.monitor(cfg, bd, status, releaseName, log)
+		if len(status.ModifiedStatus) > 0 && bd.Spec.CorrectDrift != nil && bd.Spec.CorrectDrift.Enabled && !bd.Spec.Paused {
+			log.WithField("modified", bundlestate.Message(&fleet.BundleDeployment{Spec: bd.Spec, Status: *status})).Info("Correcting drift")
+			deployErr = d.deploy(cfg, bd, releaseNS, releaseName, bd.Spec.CorrectDrift.Force, log)
+			d.recordDeploy(bd, status, releaseNS, releaseName, deployErr, log)
+			if deployErr == nil {
+				d.monitor(cfg, bd, status, releaseName, log)
+			}
+		}
+	}
+	bd, err = d.report(bd, status)
+	if deployErr != nil {
+		// Retried by the work queue, with backoff.
+		return bd, deployErr
+	}
+	return bd, err
+}
+
+// report writes status if it changed, and looks at bd again after the monitor interval.
+func (d *Deployer) report(bd *fleet.BundleDeployment, status *fleet.BundleDeploymentStatus) (*fleet.BundleDeployment, error) {
+	display(bd, status)
+	if !equality.Semantic.DeepEqual(*status, bd.Status) {
+		updated := bd.DeepCopy()
+		updated.Status = *status
+		written, err := d.Deployments.UpdateStatus(updated)
+		if err != nil {
+			return bd, fmt.Errorf("reporting the status of BundleDeployment %s/%s: %w", bd.Namespace, bd.Name, err)
+		}
+		bd = written
+	}
+	d.Deployments.EnqueueAfter(bd.Namespace, bd.Name, d.MonitorInterval)
+	return bd, nil
+}
+
+// ReasonNoAgentRelease: the agent does not run from a fleet-agent release, so its
+// agent bundle has nothing to upgrade.
+const ReasonNoAgentRelease = "NoAgentRelease"
+
+func notManaged(bd *fleet.BundleDeployment, namespace string) *fleet.BundleDeploymentStatus {
+	status := bd.Status.DeepCopy()
+	status.AppliedDeploymentID = bd.Spec.DeploymentID
+	gen := bd.Spec.Options.ForceSyncGeneration
+	status.SyncGeneration = &gen
+	status.Ready, status.NonModified = true, true
+	status.NonReadyStatus, status.ModifiedStatus, status.Resources = nil, nil, nil
+	status.Release = ""
+	msg := fmt.Sprintf("the agent does not run from a Helm release %s/%s, so there is nothing to upgrade; install the agent with the fleet-agent chart to have it managed", namespace, names.AgentRelease)
+	conditions.Set(&status.Conditions, ConditionDeployed, corev1.ConditionTrue, ReasonNoAgentRelease, msg)
+	conditions.Set(&status.Conditions, ConditionMonitored, corev1.ConditionTrue, ReasonNoAgentRelease, msg)
+	conditions.Set(&status.Conditions, fleet.ConditionReady, corev1.ConditionTrue, ReasonNoAgentRelease, msg)
+	return status
+}
+
+// release is where bd's release goes: its namespace and name. The agent bundle's is
+// the agent's own release, wherever the agent runs.
+func (d *Deployer) release(bd *fleet.BundleDeployment) (string, string) {
+	if d.isAgent(bd) {
+		return d.AgentNamespace, names.AgentRelease
+	}
+	opts := bd.Spec.Options
+	ns := opts.TargetNamespace
+	if ns == "" {
+		ns = opts.DefaultNamespace
+	}
+	if ns == "" {
+		ns = "default"
+	}
+	name := ""
+	if opts.Helm != nil {
+		name = opts.Helm.ReleaseName
+	}
+	if name == "" {
+		name = names.ReleaseName(bd.Name)
+	}
+	return ns, name
+}
+
+func (d *Deployer) isAgent(bd *fleet.BundleDeployment) bool {
+	return bd.Labels[names.AgentBundleLabel] != ""
+}
+
+// needsDeploy says whether bd's release must be installed or upgraded: its
+// deployment ID or forced sync generation is not applied yet, or the release is gone.
+func (d *Deployer) needsDeploy(cfg *action.Configuration, bd *fleet.BundleDeployment, releaseName string) bool {
+	if bd.Status.AppliedDeploymentID != bd.Spec.DeploymentID {
+		return true
+	}
+	if gen := bd.Status.SyncGeneration; gen == nil || *gen != bd.Spec.Options.ForceSyncGeneration {
+		return true
+	}
+	last, err := cfg.Releases.Last(releaseName)
+	// Someone else may have installed or upgraded the release since (helm upgrade by
+	// hand, the hub redeploying an imported cluster's agent): apply the bundle again.
+	return err != nil || last.Info.Status != release.StatusDeployed || last.Labels[names.DeploymentIDLabel] != deploymentLabel(bd)
+}
+
+// deploymentLabel is the value of the release label recording which deployment ID
+// the release holds (a hash: IDs are longer than label values may be).
+func deploymentLabel(bd *fleet.BundleDeployment) string {
+	return names.Hash(32, bd.Spec.DeploymentID, strconv.FormatInt(bd.Spec.Options.ForceSyncGeneration, 10))
+}
+
+// releaseLabels are the labels the agent puts on the releases it makes.
+func releaseLabels(bd *fleet.BundleDeployment) map[string]string {
+	return map[string]string{names.BundleDeploymentLabel: bd.Name, names.DeploymentIDLabel: deploymentLabel(bd)}
+}
+
+func (d *Deployer) recordDeploy(bd *fleet.BundleDeployment, status *fleet.BundleDeploymentStatus, ns, name string, err error, log logrus.FieldLogger) {
+	if err != nil {
+		log.WithError(err).Warn("Deployment failed; will retry")
+		conditions.Set(&status.Conditions, ConditionDeployed, corev1.ConditionFalse, "Error", err.Error())
+		status.Ready = false
+		return
+	}
+	gen := bd.Spec.Options.ForceSyncGeneration
+	status.SyncGeneration = &gen
+	status.AppliedDeploymentID = bd.Spec.DeploymentID
+	conditions.Set(&status.Conditions, ConditionDeployed, corev1.ConditionTrue, "", "")
+	cfg, cerr := d.config(ns)
+	if cerr == nil {
+		if last, lerr := cfg.Releases.Last(name); lerr == nil {
+			status.Release = fmt.Sprintf("%s/%s:%d", ns, name, last.Version)
+		}
+	}
+	log.WithField("release", status.Release).Info("Deployed")
+}
+
+// monitor fills status with the readiness and drift of the release's objects.
+func (d *Deployer) monitor(cfg *action.Configuration, bd *fleet.BundleDeployment, status *fleet.BundleDeploymentStatus, releaseName string, log logrus.FieldLogger) {
+	rel, err := cfg.Releases.Last(releaseName)
+	if err != nil {
+		conditions.Set(&status.Conditions, ConditionMonitored, corev1.ConditionFalse, "NoRelease", fmt.Sprintf("reading release %s: %v", releaseName, err))
+		status.Ready = false
+		return
+	}
+	infos, err := cfg.KubeClient.Build(bytes.NewBufferString(rel.Manifest), false)
+	if err == nil {
+		var o observed
+		if o, err = observe(infos, bd.Spec.Options.Diff); err == nil {
+			status.NonReadyStatus, status.ModifiedStatus, status.Resources = o.nonReady, o.modified, o.resources
+			status.Ready = len(o.nonReady) == 0
+			status.NonModified = len(o.modified) == 0
+			conditions.Set(&status.Conditions, ConditionMonitored, corev1.ConditionTrue, "", "")
+			ready := corev1.ConditionTrue
+			msg := ""
+			if !status.Ready {
+				ready = corev1.ConditionFalse
+				msg = bundlestate.Message(&fleet.BundleDeployment{Spec: bd.Spec, Status: *status})
+			}
+			conditions.Set(&status.Conditions, fleet.ConditionReady, ready, "", msg)
+			return
+		}
+	}
+	log.WithError(err).Warn("Cannot read the release's objects")
+	conditions.Set(&status.Conditions, ConditionMonitored, corev1.ConditionFalse, "Error", err.Error())
+	status.Ready = false
+}
+
+func display(bd *fleet.BundleDeployment, status *fleet.BundleDeploymentStatus) {
+	view := &fleet.BundleDeployment{Spec: bd.Spec, Status: *status}
+	status.Display.State = string(bundlestate.Of(view))
+	status.Display.Deployed = "Yes"
+	if c := conditions.Get(status.Conditions, ConditionDeployed); c != nil && c.Status != corev1.ConditionTrue {
+		status.Display.Deployed = c.Reason + ": " + c.Message
+	}
+	status.Display.Monitored = "Yes"
+	if c := conditions.Get(status.Conditions, ConditionMonitored); c == nil || c.Status != corev1.ConditionTrue {
+		status.Display.Monitored = "No"
+	}
+}
+
+// deploy installs or upgrades bd's release. The Helm operation runs to its end even
+// when the agent is asked to stop meanwhile.
+func (d *Deployer) deploy(cfg *action.Configuration, bd *fleet.BundleDeployment, ns, name string, force bool, log logrus.FieldLogger) error {
+	if !d.ops.begin() {
+		return errStopping
+	}
+	defer d.ops.end()
+	ctx, cancel := context.WithTimeout(context.Background(), d.timeout(bd)+30*time.Second)
+	defer cancel()
+
+	c, err := d.Hub.FleetV1alpha1().Contents().Get(ctx, contentName(bd.Spec.DeploymentID), metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("fetching Content %s: %w", contentName(bd.Spec.DeploymentID), err)
+	}
+	resources, err := content.Resources(c)
+	if err != nil {
+		return err
+	}
+	files, err := content.Files(resources)
+	if err != nil {
+		return err
+	}
+	opts := bd.Spec.Options
+	chrt, err := Chart(files, opts, name)
+	if err != nil {
+		return err
+	}
+	extra, err := d.valuesFrom(ctx, opts)
+	if err != nil {
+		return err
+	}
+	values, err := Values(files, opts, extra)
+	if err != nil {
+		return err
+	}
+	if err := d.invalidateDiscovery(cfg); err != nil {
+		return err
+	}
+
+	last, err := cfg.Releases.Last(name)
+	switch {
+	case errors.Is(err, driver.ErrReleaseNotFound):
+		return d.install(ctx, cfg, bd, ns, name, chrt, values)
+	case err != nil:
+		return fmt.Errorf("reading release %s/%s: %w", ns, name, err)
+	}
+	if last.Info.Status.IsPending() {
+		// Only this agent deploys here, and it is not busy with this release: an earlier
+		// agent was stopped mid-operation. Mark it failed so Helm lets us go on.
+		log.WithField("status", last.Info.Status).Warn("Release left pending by an interrupted operation; marking it failed")
+		last.SetStatus(release.StatusFailed, "interrupted: the agent stopped during this operation")
+		if err := cfg.Releases.Update(last); err != nil {
+			return fmt.Errorf("recovering release %s/%s from %s: %w", ns, name, last.Info.Status, err)
+		}
+	}
+	if d.isAgent(bd) {
+		values = agentValues(last.Config, values)
+		values["agentNamespace"] = ns
+	}
+	helm := helmOptions(opts)
+	up := action.NewUpgrade(cfg)
+	up.Namespace = ns
+	up.Timeout = d.timeout(bd)
+	up.Force = helm.Force || force
+	up.TakeOwnership = helm.TakeOwnership
+	up.Atomic = helm.Atomic
+	up.WaitForJobs = helm.WaitForJobs
+	up.Wait = helm.WaitForJobs
+	up.DisableOpenAPIValidation = false
+	up.SkipSchemaValidation = helm.SkipSchemaValidation
+	up.EnableDNS = !helm.DisableDNS
+	up.MaxHistory = maxHistory(helm)
+	up.Labels = releaseLabels(bd)
+	if _, err := up.RunWithContext(ctx, name, chrt, values); err != nil {
+		return fmt.Errorf("upgrading release %s/%s: %w", ns, name, err)
+	}
+	return nil
+}
+
+func (d *Deployer) install(ctx context.Context, cfg *action.Configuration, bd *fleet.BundleDeployment, ns, name string, chrt *chart.Chart, values map[string]interface{}) error {
+	helm := helmOptions(bd.Spec.Options)
+	in := action.NewInstall(cfg)
+	in.ReleaseName = name
+	in.Namespace = ns
+	in.CreateNamespace = true
+	in.Timeout = d.timeout(bd)
+	in.TakeOwnership = helm.TakeOwnership
+	in.Atomic = helm.Atomic
+	in.WaitForJobs = helm.WaitForJobs
+	in.Wait = helm.WaitForJobs
+	in.SkipSchemaValidation = helm.SkipSchemaValidation
+	in.EnableDNS = !helm.DisableDNS
+	in.Labels = releaseLabels(bd)
+	if err := d.ensureNamespace(ctx, ns, bd.Spec.Options); err != nil {
+		return err
+	}
+	if _, err := in.RunWithContext(ctx, chrt, values); err != nil {
+		return fmt.Errorf("installing release %s/%s: %w", ns, name, err)
+	}
+	return nil
+}
+
+// ensureNamespace creates the release's namespace with the Bundle's namespace labels
+// and annotations, or adds them to an existing one.
+func (d *Deployer) ensureNamespace(ctx context.Context, ns string, opts fleet.BundleDeploymentOptions) error {
+	client := d.DownstreamKube.CoreV1().Namespaces()
+	existing, err := client.Get(ctx, ns, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		_, err = client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+			Name: ns, Labels: opts.NamespaceLabels, Annotations: opts.NamespaceAnnotations,
+		}}, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			return nil
+		}
+		return err
+	}
+	if err != nil || (len(opts.NamespaceLabels) == 0 && len(opts.NamespaceAnnotations) == 0) {
+		return err
+	}
+	updated := existing.DeepCopy()
+	if updated.Labels == nil {
+		updated.Labels = map[string]string{}
+	}
+	if updated.Annotations == nil {
+		updated.Annotations = map[string]string{}
+	}
+	for k, v := range opts.NamespaceLabels {
+		updated.Labels[k] = v
+	}
+	for k, v := range opts.NamespaceAnnotations {
+		updated.Annotations[k] = v
+	}
+	if equality.Semantic.DeepEqual(updated.ObjectMeta, existing.ObjectMeta) {
+		return nil
+	}
+	_, err = client.Update(ctx, updated, metav1.UpdateOptions{})
+	return err
+}
+
+func helmOptions(opts fleet.BundleDeploymentOptions) fleet.HelmOptions {
+	if opts.Helm == nil {
+		return fleet.HelmOptions{}
+	}
+	return *opts.Helm
+}
+
+func maxHistory(h fleet.HelmOptions) int {
+	if h.MaxHistory > 0 {
+		return h.MaxHistory
+	}
+	return 5
+}
+
+func (d *Deployer) timeout(bd *fleet.BundleDeployment) time.Duration {
+	if h := bd.Spec.Options.Helm; h != nil && h.TimeoutSeconds > 0 {
+		return time.Duration(h.TimeoutSeconds) * time.Second
+	}
+	return 5 * time.Minute
+}
+
+func contentName(deploymentID string) string {
+	name, _, _ := strings.Cut(deploymentID, ":")
+	return name
+}
+
+// registrationKeys are the agent chart's values that only an installation needs. The
+// agent bundle's upgrades drop them, so no bootstrap Secret is rendered again.
+var registrationKeys = []string{"token", "tokenName", "apiServerURL", "apiServerCA", "clusterNamespace", "systemRegistrationNamespace"}
+
+// agentValues keeps what the user gave the agent's release at install time (labels,
+// check-in interval, image, ...) except the registration values, under the agent
+// bundle's values.
+func agentValues(previous, bundle map[string]interface{}) map[string]interface{} {
+	kept := map[string]interface{}{}
+	for k, v := range previous {
+		kept[k] = v
+	}
+	for _, k := range registrationKeys {
+		delete(kept, k)
+	}
+	out := kept
+	for k, v := range bundle {
+		out[k] = v
+	}
+	return out
+}
+
+// valuesFrom reads helm.valuesFrom from the downstream cluster.
+func (d *Deployer) valuesFrom(ctx context.Context, opts fleet.BundleDeploymentOptions) ([]map[string]interface{}, error) {
+	if opts.Helm == nil {
+		return nil, nil
+	}
+	var out []map[string]interface{}
+	for _, from := range opts.Helm.ValuesFrom {
+		var (
+			raw  []byte
+			what string
+		)
+		switch {
+		case from.ConfigMapKeyRef != nil:
+			ref := from.ConfigMapKeyRef
+			ns := defaultString(ref.Namespace, opts.DefaultNamespace)
+			what = fmt.Sprintf("ConfigMap %s/%s key %s", ns, ref.Name, defaultString(ref.Key, "values.yaml"))
+			cm, err := d.DownstreamKube.CoreV1().ConfigMaps(ns).Get(ctx, ref.Name, metav1.GetOptions{})
+			if err != nil {
+				return nil, fmt.Errorf("helm.valuesFrom %s: %w", what, err)
+			}
+			raw = []byte(cm.Data[defaultString(ref.Key, "values.yaml")])
+		case from.SecretKeyRef != nil:
+			ref := from.SecretKeyRef
+			ns := defaultString(ref.Namespace, opts.DefaultNamespace)
+			what = fmt.Sprintf("Secret %s/%s key %s", ns, ref.Name, defaultString(ref.Key, "values.yaml"))
+			s, err := d.DownstreamKube.CoreV1().Secrets(ns).Get(ctx, ref.Name, metav1.GetOptions{})
+			if err != nil {
+				return nil, fmt.Errorf("helm.valuesFrom %s: %w", what, err)
+			}
+			raw = s.Data[defaultString(ref.Key, "values.yaml")]
+		default:
+			continue
+		}
+		v := map[string]interface{}{}
+		if err := yaml.Unmarshal(raw, &v); err != nil {
+			return nil, fmt.Errorf("helm.valuesFrom %s: %w", what, err)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+func defaultString(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// config is the Helm configuration for releases in namespace ("" for all).
+func (d *Deployer) config(namespace string) (*action.Configuration, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if cfg, ok := d.configs[namespace]; ok {
+		return cfg, nil
+	}
+	cfg, err := helmclient.Configuration(d.Downstream, namespace, d.Log)
+	if err != nil {
+		return nil, err
+	}
+	d.configs[namespace] = cfg
+	return cfg, nil
+}
+
+// invalidateDiscovery forgets cached API resources: a bundle may have added CRDs.
+func (d *Deployer) invalidateDiscovery(cfg *action.Configuration) error {
+	if cfg.RESTClientGetter == nil {
+		return nil
+	}
+	dc, err := cfg.RESTClientGetter.ToDiscoveryClient()
+	if err != nil {
+		return err
+	}
+	dc.Invalidate()
+	return nil
+}
+
+// uninstall removes the release made for the BundleDeployment named name, except the
+// agent's own release.
+func (d *Deployer) uninstall(name string) error {
+	cfg, err := d.config("")
+	if err != nil {
+		return err
+	}
+	list := action.NewList(cfg)
+	list.AllNamespaces = true
+	list.All = true
+	list.StateMask = action.ListAll
+	list.Selector = labels.SelectorFromSet(labels.Set{names.BundleDeploymentLabel: name}).String()
+	releases, err := list.Run()
+	if err != nil {
+		return fmt.Errorf("listing releases of BundleDeployment %s: %w", name, err)
+	}
+	return d.uninstallReleases(releases)
+}
+
+func (d *Deployer) uninstallReleases(releases []*release.Release) error {
+	var errs []error
+	seen := map[string]bool{}
+	for _, rel := range releases {
+		key := rel.Namespace + "/" + rel.Name
+		if seen[key] || (rel.Name == names.AgentRelease && rel.Namespace == d.AgentNamespace) {
+			continue
+		}
+		seen[key] = true
+		if err := d.uninstallRelease(rel.Namespace, rel.Name); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (d *Deployer) uninstallRelease(namespace, name string) error {
+	if !d.ops.begin() {
+		return errStopping
+	}
+	defer d.ops.end()
+	cfg, err := d.config(namespace)
+	if err != nil {
+		return err
+	}
+	un := action.NewUninstall(cfg)
+	un.Timeout = 5 * time.Minute
+	if _, err := un.Run(name); err != nil && !errors.Is(err, driver.ErrReleaseNotFound) {
+		return fmt.Errorf("uninstalling release %s/%s: %w", namespace, name, err)
+	}
+	d.Log.WithField("release", namespace+"/"+name).Info("Uninstalled the release of a removed BundleDeployment")
+	return nil
+}
+
+// Cleanup uninstalls releases this agent made for BundleDeployments that no longer
+// exist (removed while the agent was not running). Call it once the cache has synced.
+func (d *Deployer) Cleanup() error {
+	cfg, err := d.config("")
+	if err != nil {
+		return err
+	}
+	list := action.NewList(cfg)
+	list.AllNamespaces = true
+	list.All = true
+	list.StateMask = action.ListAll
+	list.Selector = names.BundleDeploymentLabel
+	releases, err := list.Run()
+	if err != nil {
+		return fmt.Errorf("listing the agent's releases: %w", err)
+	}
+	current, err := d.Deployments.Cache().List("", labels.Everything())
+	if err != nil {
+		return err
+	}
+	exists := map[string]bool{}
+	for _, bd := range current {
+		exists[bd.Name] = true
+	}
+	var orphans []*release.Release
+	for _, rel := range releases {
+		if !exists[rel.Labels[names.BundleDeploymentLabel]] {
+			orphans = append(orphans, rel)
+		}
+	}
+	return d.uninstallReleases(orphans)
+}

@@ -1,0 +1,123 @@
+package deployer
+
+import (
+	"io"
+	"testing"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/chartutil"
+	kubefake "helm.sh/helm/v3/pkg/kube/fake"
+	"helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v3/pkg/storage"
+	"helm.sh/helm/v3/pkg/storage/driver"
+	helmtime "helm.sh/helm/v3/pkg/time"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	fleet "github.com/flotilla/flotilla/pkg/apis/fleet.cattle.io/v1alpha1"
+	"github.com/flotilla/flotilla/pkg/content"
+	"github.com/flotilla/flotilla/pkg/generated/clientset/versioned/fake"
+	"github.com/flotilla/flotilla/pkg/names"
+)
+
+// memoryConfig is a Helm configuration with releases in memory and a kube client
+// that accepts everything.
+func memoryConfig() *action.Configuration {
+	return &action.Configuration{
+		Releases:     storage.Init(driver.NewMemory()),
+		KubeClient:   &kubefake.PrintingKubeClient{Out: io.Discard},
+		Capabilities: chartutil.DefaultCapabilities,
+		Log:          func(string, ...interface{}) {},
+	}
+}
+
+func testDeployer(t *testing.T, resources []fleet.BundleResource) (*Deployer, *fleet.BundleDeployment) {
+	t.Helper()
+	enc, err := content.Encode(resources)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hub := fake.NewSimpleClientset(&fleet.Content{ObjectMeta: metav1.ObjectMeta{Name: enc.Name}, Content: enc.Gzip, SHA256Sum: enc.SHA256})
+	log := logrus.New()
+	log.SetOutput(io.Discard)
+	d := &Deployer{Hub: hub, AgentNamespace: names.SystemNamespace, Log: log, configs: map[string]*action.Configuration{}}
+	bd := &fleet.BundleDeployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: "cluster-ns"},
+		Spec:       fleet.BundleDeploymentSpec{DeploymentID: enc.Name + ":x", Options: fleet.BundleDeploymentOptions{DefaultNamespace: "app"}},
+	}
+	return d, bd
+}
+
+var configMap = []fleet.BundleResource{{Name: "cm.yaml", Content: "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm\n"}}
+
+// A release left pending by an agent killed mid-upgrade is marked failed and upgraded.
+func TestPendingReleaseIsRecovered(t *testing.T) {
+	d, bd := testDeployer(t, configMap)
+	cfg := memoryConfig()
+	stuck := &release.Release{
+		Name: "app", Namespace: "app", Version: 3,
+		Info:  &release.Info{Status: release.StatusPendingUpgrade, LastDeployed: helmtime.Now()},
+		Chart: &chart.Chart{Metadata: &chart.Metadata{Name: "app", Version: "0.0.0", APIVersion: "v2"}},
+	}
+	if err := cfg.Releases.Create(stuck); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.deploy(cfg, bd, "app", "app", false, d.Log); err != nil {
+		t.Fatalf("deploy over a pending release: %v", err)
+	}
+	history, err := cfg.Releases.History("app")
+	if err != nil {
+		t.Fatal(err)
+	}
+	statuses := map[int]release.Status{}
+	for _, r := range history {
+		statuses[r.Version] = r.Info.Status
+	}
+	if statuses[3].IsPending() || statuses[4] != release.StatusDeployed {
+		t.Errorf("release history %v: want revision 3 no longer pending and 4 deployed", statuses)
+	}
+	if history[len(history)-1].Labels[names.BundleDeploymentLabel] != "app" {
+		t.Errorf("release labels %v", history[len(history)-1].Labels)
+	}
+}
+
+// Once the agent is stopping, no Helm operation starts, and Wait returns only after
+// the running ones end.
+func TestStoppingWaitsForOperations(t *testing.T) {
+	d, bd := testDeployer(t, configMap)
+	if !d.ops.begin() {
+		t.Fatal("could not begin an operation")
+	}
+	stopped := make(chan struct{})
+	go func() { d.Wait(); close(stopped) }()
+	select {
+	case <-stopped:
+		t.Fatal("Wait returned while an operation was running")
+	case <-time.After(100 * time.Millisecond):
+	}
+	d.ops.end()
+	<-stopped
+	if err := d.deploy(memoryConfig(), bd, "app", "app", false, d.Log); err != errStopping {
+		t.Errorf("deploy after Wait: %v, want errStopping", err)
+	}
+}
+
+// The agent bundle keeps what the agent was installed with, but not the registration
+// values: an upgrade renders no bootstrap Secret.
+func TestAgentValuesDropRegistration(t *testing.T) {
+	got := agentValues(
+		map[string]interface{}{"token": "t", "apiServerURL": "u", "checkinInterval": "5s", "labels": map[string]interface{}{"env": "dev"}, "env": []interface{}{"old"}},
+		map[string]interface{}{"env": []interface{}{"new"}, "clientID": "id"},
+	)
+	if _, ok := got["token"]; ok {
+		t.Errorf("token kept: %v", got)
+	}
+	if _, ok := got["apiServerURL"]; ok {
+		t.Errorf("apiServerURL kept: %v", got)
+	}
+	if got["checkinInterval"] != "5s" || got["clientID"] != "id" || got["env"].([]interface{})[0] != "new" {
+		t.Errorf("values %v", got)
+	}
+}

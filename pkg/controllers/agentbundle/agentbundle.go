@@ -1,0 +1,143 @@
+// Package agentbundle keeps, for every Cluster, the Bundle fleet-agent-<cluster>
+// that deploys the cluster's own agent: the agent chart embedded in the hub, with the
+// Cluster's agent settings as values, targeting that cluster alone. The agent deploys
+// it as its existing fleet-agent release, so a cluster never has two agent releases,
+// and a change of the Cluster's agent settings rolls the agent.
+package agentbundle
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"path"
+	"sort"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/flotilla/flotilla/charts"
+	"github.com/flotilla/flotilla/pkg/agentchart"
+	fleet "github.com/flotilla/flotilla/pkg/apis/fleet.cattle.io/v1alpha1"
+	fleetcontrollers "github.com/flotilla/flotilla/pkg/generated/controllers/fleet.cattle.io/v1alpha1"
+	"github.com/flotilla/flotilla/pkg/names"
+)
+
+type handler struct {
+	bundles   fleetcontrollers.BundleController
+	resources []fleet.BundleResource
+}
+
+// Register starts keeping agent bundles. A Cluster change that does not touch its
+// agent settings costs a cache read and a comparison, no write.
+func Register(ctx context.Context, clusters fleetcontrollers.ClusterController, bundles fleetcontrollers.BundleController) error {
+	resources, err := ChartResources()
+	if err != nil {
+		return err
+	}
+	h := &handler{bundles: bundles, resources: resources}
+	clusters.OnChange(ctx, "agent-bundle", h.onChange)
+	// An agent bundle changed or deleted by hand is put back.
+	bundles.OnChange(ctx, "agent-bundle-owner", func(key string, b *fleet.Bundle) (*fleet.Bundle, error) {
+		if b == nil {
+			if ns, name, ok := strings.Cut(key, "/"); ok && strings.HasPrefix(name, "fleet-agent-") {
+				clusters.Enqueue(ns, strings.TrimPrefix(name, "fleet-agent-"))
+			}
+			return b, nil
+		}
+		if cluster := b.Labels[names.AgentBundleLabel]; cluster != "" {
+			clusters.Enqueue(b.Namespace, cluster)
+		}
+		return b, nil
+	})
+	return nil
+}
+
+// ChartResources are the agent chart's files as Bundle resources, sorted by name so
+// that every agent bundle shares one Content.
+func ChartResources() ([]fleet.BundleResource, error) {
+	var out []fleet.BundleResource
+	err := fs.WalkDir(charts.AgentChart, charts.AgentChartDir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := fs.ReadFile(charts.AgentChart, p)
+		if err != nil {
+			return err
+		}
+		rel := strings.TrimPrefix(p, path.Clean(charts.AgentChartDir)+"/")
+		out = append(out, fleet.BundleResource{Name: rel, Content: string(data)})
+		return nil
+	})
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, err
+}
+
+// Desired is the agent bundle of cluster.
+func (h *handler) Desired(cluster *fleet.Cluster) (*fleet.Bundle, error) {
+	values, err := agentchart.Values(cluster, nil)
+	if err != nil {
+		return nil, err
+	}
+	namespace := agentchart.Namespace(cluster)
+	return &fleet.Bundle{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      names.AgentBundle(cluster.Name),
+			Namespace: cluster.Namespace,
+			Labels:    map[string]string{names.ManagedLabel: "true", names.AgentBundleLabel: cluster.Name},
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: fleet.SchemeGroupVersion.String(), Kind: "Cluster", Name: cluster.Name, UID: cluster.UID,
+			}},
+		},
+		Spec: fleet.BundleSpec{
+			BundleDeploymentOptions: fleet.BundleDeploymentOptions{
+				DefaultNamespace: namespace,
+				Helm: &fleet.HelmOptions{
+					ReleaseName: names.AgentRelease,
+					Values:      &fleet.GenericMap{Data: values},
+					// The agent's Helm operation must end before the agent restarts.
+					TimeoutSeconds: 60,
+				},
+			},
+			Resources: h.resources,
+			Targets:   []fleet.BundleTarget{{Name: "agent", ClusterName: cluster.Name}},
+		},
+	}, nil
+}
+
+func (h *handler) onChange(_ string, cluster *fleet.Cluster) (*fleet.Cluster, error) {
+	if cluster == nil || cluster.DeletionTimestamp != nil {
+		return cluster, nil
+	}
+	want, err := h.Desired(cluster)
+	if err != nil {
+		return cluster, fmt.Errorf("agent bundle of Cluster %s/%s: %w", cluster.Namespace, cluster.Name, err)
+	}
+	have, err := h.bundles.Cache().Get(want.Namespace, want.Name)
+	if apierrors.IsNotFound(err) {
+		if _, err := h.bundles.Create(want); err != nil && !apierrors.IsAlreadyExists(err) {
+			return cluster, fmt.Errorf("creating agent bundle %s/%s: %w", want.Namespace, want.Name, err)
+		}
+		return cluster, nil
+	}
+	if err != nil {
+		return cluster, err
+	}
+	if equality.Semantic.DeepEqual(have.Spec, want.Spec) && have.Labels[names.AgentBundleLabel] == cluster.Name {
+		return cluster, nil
+	}
+	updated := have.DeepCopy()
+	updated.Spec = want.Spec
+	if updated.Labels == nil {
+		updated.Labels = map[string]string{}
+	}
+	for k, v := range want.Labels {
+		updated.Labels[k] = v
+	}
+	updated.OwnerReferences = want.OwnerReferences
+	if _, err := h.bundles.Update(updated); err != nil {
+		return cluster, fmt.Errorf("updating agent bundle %s/%s: %w", want.Namespace, want.Name, err)
+	}
+	return cluster, nil
+}

@@ -1,0 +1,395 @@
+// Package bundle is the Bundle controller: it stores a Bundle's resources once as a
+// Content, writes one BundleDeployment per target cluster into that cluster's
+// namespace (and removes those of clusters no longer targeted), and folds the
+// BundleDeployments' states back into the Bundle's status.
+package bundle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/tools/record"
+
+	fleet "github.com/flotilla/flotilla/pkg/apis/fleet.cattle.io/v1alpha1"
+	"github.com/flotilla/flotilla/pkg/bundlestate"
+	"github.com/flotilla/flotilla/pkg/conditions"
+	"github.com/flotilla/flotilla/pkg/content"
+	"github.com/flotilla/flotilla/pkg/controllers/clusterns"
+	fleetcontrollers "github.com/flotilla/flotilla/pkg/generated/controllers/fleet.cattle.io/v1alpha1"
+	"github.com/flotilla/flotilla/pkg/names"
+	"github.com/flotilla/flotilla/pkg/target"
+)
+
+// Cache indexes this package adds.
+const (
+	// ByBundle indexes BundleDeployments by "<bundle namespace>/<bundle name>".
+	ByBundle = "flotilla.bundleDeploymentsByBundle"
+	// ByContent indexes BundleDeployments by the Content they deploy.
+	ByContent = "flotilla.bundleDeploymentsByContent"
+	// byTargetName indexes Bundles by "<namespace>/<cluster name>" of clusters their
+	// targets name, and byLabelTargets by namespace when a target selects by labels.
+	byTargetName   = "flotilla.bundlesByTargetName"
+	byLabelTargets = "flotilla.bundlesByLabelTargets"
+)
+
+type handler struct {
+	bundles     fleetcontrollers.BundleController
+	deployments fleetcontrollers.BundleDeploymentController
+	contents    fleetcontrollers.ContentController
+	clusters    fleetcontrollers.ClusterCache
+	groups      fleetcontrollers.ClusterGroupCache
+	events      record.EventRecorder
+
+	// seen remembers what of each cluster targeting depends on, so that a heartbeat
+	// (a status change) does not make every Bundle of the workspace look again.
+	mu   sync.Mutex
+	seen map[string]string
+}
+
+// Register starts handling Bundles, and watches Clusters, ClusterGroups and
+// BundleDeployments for changes that affect them.
+func Register(ctx context.Context, bundles fleetcontrollers.BundleController, deployments fleetcontrollers.BundleDeploymentController,
+	contents fleetcontrollers.ContentController, clusters fleetcontrollers.ClusterController, groups fleetcontrollers.ClusterGroupController,
+	events record.EventRecorder) {
+	h := &handler{bundles: bundles, deployments: deployments, contents: contents, clusters: clusters.Cache(), groups: groups.Cache(),
+		events: events, seen: map[string]string{}}
+	AddIndexers(deployments.Cache())
+	bundles.Cache().AddIndexer(byTargetName, func(b *fleet.Bundle) ([]string, error) {
+		var keys []string
+		for _, name := range target.SelectsByName(b) {
+			keys = append(keys, b.Namespace+"/"+name)
+		}
+		return keys, nil
+	})
+	bundles.Cache().AddIndexer(byLabelTargets, func(b *fleet.Bundle) ([]string, error) {
+		if target.SelectsByLabels(b) {
+			return []string{b.Namespace}, nil
+		}
+		return nil, nil
+	})
+	bundles.OnChange(ctx, "bundle", h.onChange)
+	bundles.OnRemove(ctx, names.BundleCleanup, h.onRemove)
+	clusters.OnChange(ctx, "bundle-targets-cluster", h.onClusterChange)
+	groups.OnChange(ctx, "bundle-targets-group", h.onGroupChange)
+	deployments.OnChange(ctx, "bundle-status", h.onDeploymentChange)
+}
+
+// AddIndexers adds the ByBundle and ByContent indexes to a BundleDeployment cache.
+func AddIndexers(cache fleetcontrollers.BundleDeploymentCache) {
+	cache.AddIndexer(ByBundle, func(bd *fleet.BundleDeployment) ([]string, error) {
+		ns, name := bd.Labels[names.BundleNamespaceLabel], bd.Labels[names.BundleNameLabel]
+		if ns == "" || name == "" {
+			return nil, nil
+		}
+		return []string{ns + "/" + name}, nil
+	})
+	cache.AddIndexer(ByContent, func(bd *fleet.BundleDeployment) ([]string, error) {
+		return []string{ContentOf(bd.Spec.DeploymentID)}, nil
+	})
+}
+
+// ContentOf is the Content name within a deployment ID.
+func ContentOf(deploymentID string) string {
+	name, _, _ := strings.Cut(deploymentID, ":")
+	return name
+}
+
+func (h *handler) onChange(_ string, bundle *fleet.Bundle) (*fleet.Bundle, error) {
+	if bundle == nil || bundle.DeletionTimestamp != nil {
+		return bundle, nil
+	}
+	log := logrus.WithField("bundle", bundle.Namespace+"/"+bundle.Name)
+	status := bundle.Status.DeepCopy()
+	deployments, err := h.deploy(bundle, status, log)
+	var refused *refusal
+	switch {
+	case errors.As(err, &refused):
+		// Bad input: say so where the user looks and wait for the Bundle to change.
+		if conditions.Set(&status.Conditions, fleet.ConditionProcessed, corev1.ConditionFalse, refused.reason, refused.Error()) {
+			h.events.Event(bundle, corev1.EventTypeWarning, refused.reason, refused.Error())
+		}
+		log.WithError(err).Warn("Bundle not deployed")
+		return h.updateStatus(bundle, status)
+	case err != nil:
+		return bundle, err
+	}
+	conditions.Set(&status.Conditions, fleet.ConditionProcessed, corev1.ConditionTrue, "", "")
+	summarize(status, deployments)
+	status.ObservedGeneration = bundle.Generation
+	return h.updateStatus(bundle, status)
+}
+
+func (h *handler) updateStatus(bundle *fleet.Bundle, status *fleet.BundleStatus) (*fleet.Bundle, error) {
+	if equality.Semantic.DeepEqual(*status, bundle.Status) {
+		return bundle, nil
+	}
+	updated := bundle.DeepCopy()
+	updated.Status = *status
+	return h.bundles.UpdateStatus(updated)
+}
+
+// refusal is a Bundle the hub cannot deploy as written.
+type refusal struct {
+	reason string
+	err    error
+}
+
+func (r *refusal) Error() string { return r.err.Error() }
+
+// deploy writes the Content and the BundleDeployments and returns the latter.
+func (h *handler) deploy(bundle *fleet.Bundle, status *fleet.BundleStatus, log logrus.FieldLogger) ([]*fleet.BundleDeployment, error) {
+	if _, err := content.Files(bundle.Spec.Resources); err != nil {
+		return nil, &refusal{"InvalidResources", err}
+	}
+	encoded, err := content.Encode(bundle.Spec.Resources)
+	if err != nil {
+		return nil, &refusal{"InvalidResources", err}
+	}
+	clusters, err := h.clusters.List(bundle.Namespace, labels.Everything())
+	if err != nil {
+		return nil, err
+	}
+	groups, err := h.groups.List(bundle.Namespace, labels.Everything())
+	if err != nil {
+		return nil, err
+	}
+	targets, err := target.Clusters(bundle, clusters, groups)
+	if err != nil {
+		return nil, &refusal{"InvalidTargets", err}
+	}
+	if len(targets) > 0 {
+		if err := h.ensureContent(encoded); err != nil {
+			return nil, err
+		}
+	}
+	if old := status.ResourcesSHA256Sum; old != "" && old != encoded.SHA256 {
+		// The old Content may now be unused.
+		h.contents.EnqueueAfter(names.Content(old), contentGrace)
+	}
+	status.ResourcesSHA256Sum = encoded.SHA256
+
+	existing, err := h.deployments.Cache().GetByIndex(ByBundle, bundle.Namespace+"/"+bundle.Name)
+	if err != nil {
+		return nil, err
+	}
+	byNamespace := make(map[string]*fleet.BundleDeployment, len(existing))
+	for _, bd := range existing {
+		byNamespace[bd.Namespace] = bd
+	}
+	var (
+		out  []*fleet.BundleDeployment
+		errs []error
+	)
+	for _, t := range targets {
+		want, err := desired(bundle, t, encoded.Name)
+		if err != nil {
+			return nil, &refusal{"InvalidOptions", err}
+		}
+		have := byNamespace[want.Namespace]
+		delete(byNamespace, want.Namespace)
+		bd, err := h.write(want, have)
+		if err != nil {
+			errs = append(errs, err)
+			if have != nil {
+				out = append(out, have)
+			}
+			continue
+		}
+		out = append(out, bd)
+	}
+	for _, stale := range byNamespace {
+		err := h.deployments.Delete(stale.Namespace, stale.Name, &metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("deleting BundleDeployment %s/%s: %w", stale.Namespace, stale.Name, err))
+			continue
+		}
+		log.WithField("clusterNamespace", stale.Namespace).Info("Cluster no longer targeted; removed its BundleDeployment")
+	}
+	return out, errors.Join(errs...)
+}
+
+// write creates want, or updates have to match it; it leaves the status alone.
+func (h *handler) write(want, have *fleet.BundleDeployment) (*fleet.BundleDeployment, error) {
+	if have == nil {
+		bd, err := h.deployments.Create(want)
+		if apierrors.IsAlreadyExists(err) {
+			// The cache is behind; the next reconcile sees it.
+			return nil, fmt.Errorf("BundleDeployment %s/%s exists but is not in the cache yet", want.Namespace, want.Name)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("creating BundleDeployment %s/%s: %w", want.Namespace, want.Name, err)
+		}
+		return bd, nil
+	}
+	if have.Spec.Paused && want.Spec.Paused {
+		// A paused deployment keeps what it has and only learns what is staged.
+		want.Spec.Options, want.Spec.DeploymentID = have.Spec.Options, have.Spec.DeploymentID
+	}
+	if equality.Semantic.DeepEqual(have.Spec, want.Spec) && subset(want.Labels, have.Labels) {
+		return have, nil
+	}
+	updated := have.DeepCopy()
+	updated.Spec = want.Spec
+	for k, v := range want.Labels {
+		if updated.Labels == nil {
+			updated.Labels = map[string]string{}
+		}
+		updated.Labels[k] = v
+	}
+	bd, err := h.deployments.Update(updated)
+	if err != nil {
+		return nil, fmt.Errorf("updating BundleDeployment %s/%s: %w", want.Namespace, want.Name, err)
+	}
+	return bd, nil
+}
+
+func subset(want, have map[string]string) bool {
+	for k, v := range want {
+		if have[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// desired is the BundleDeployment of bundle for one target cluster.
+func desired(bundle *fleet.Bundle, t target.Target, contentName string) (*fleet.BundleDeployment, error) {
+	id, err := target.DeploymentID(contentName, t.Options)
+	if err != nil {
+		return nil, err
+	}
+	lbls := map[string]string{}
+	for k, v := range bundle.Labels {
+		lbls[k] = v
+	}
+	lbls[names.ManagedLabel] = "true"
+	lbls[names.BundleNameLabel] = bundle.Name
+	lbls[names.BundleNamespaceLabel] = bundle.Namespace
+	lbls[names.ClusterLabel] = t.Cluster.Name
+	lbls[names.ClusterNamespaceLabel] = t.Cluster.Namespace
+	return &fleet.BundleDeployment{
+		ObjectMeta: metav1.ObjectMeta{Name: bundle.Name, Namespace: clusterns.Name(t.Cluster), Labels: lbls},
+		Spec: fleet.BundleDeploymentSpec{
+			Paused:             bundle.Spec.Paused || t.Cluster.Spec.Paused,
+			Options:            t.Options,
+			DeploymentID:       id,
+			StagedOptions:      t.Options,
+			StagedDeploymentID: id,
+			DependsOn:          bundle.Spec.DependsOn,
+			CorrectDrift:       t.Options.CorrectDrift,
+		},
+	}, nil
+}
+
+func (h *handler) ensureContent(encoded content.Encoded) error {
+	if _, err := h.contents.Cache().Get(encoded.Name); err == nil {
+		return nil
+	}
+	_, err := h.contents.Create(&fleet.Content{
+		ObjectMeta: metav1.ObjectMeta{Name: encoded.Name, Labels: map[string]string{names.ManagedLabel: "true"}},
+		Content:    encoded.Gzip,
+		SHA256Sum:  encoded.SHA256,
+	})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating Content %s: %w", encoded.Name, err)
+	}
+	return nil
+}
+
+// summarize folds deployments into status.
+func summarize(status *fleet.BundleStatus, deployments []*fleet.BundleDeployment) {
+	var s bundlestate.Summary
+	for _, bd := range deployments {
+		s.Add(bd.Labels[names.ClusterNamespaceLabel]+"/"+bd.Labels[names.ClusterLabel], bd)
+	}
+	status.Summary = s.BundleSummary
+	status.Unavailable = s.DesiredReady - s.Ready
+	status.Display.ReadyClusters = s.ReadyString()
+	status.Display.State = string(s.Worst())
+	if s.AllReady() {
+		conditions.Set(&status.Conditions, fleet.ConditionReady, corev1.ConditionTrue, "", "")
+	} else {
+		conditions.Set(&status.Conditions, fleet.ConditionReady, corev1.ConditionFalse, string(s.Worst()), s.NotReadyMessage("Cluster"))
+	}
+}
+
+// onRemove deletes a Bundle's BundleDeployments: they live in per-cluster namespaces,
+// which owner references cannot reach.
+func (h *handler) onRemove(_ string, bundle *fleet.Bundle) (*fleet.Bundle, error) {
+	existing, err := h.deployments.Cache().GetByIndex(ByBundle, bundle.Namespace+"/"+bundle.Name)
+	if err != nil {
+		return bundle, err
+	}
+	var errs []error
+	for _, bd := range existing {
+		if err := h.deployments.Delete(bd.Namespace, bd.Name, &metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, err)
+		}
+	}
+	if bundle.Status.ResourcesSHA256Sum != "" {
+		h.contents.EnqueueAfter(names.Content(bundle.Status.ResourcesSHA256Sum), contentGrace)
+	}
+	return bundle, errors.Join(errs...)
+}
+
+// onClusterChange looks again at the Bundles a cluster's change can affect: those
+// naming it, and, when its labels or pause changed, those selecting by labels.
+func (h *handler) onClusterChange(key string, cluster *fleet.Cluster) (*fleet.Cluster, error) {
+	var namespace, name, fingerprint string
+	if cluster != nil && cluster.DeletionTimestamp == nil {
+		namespace, name = cluster.Namespace, cluster.Name
+		fingerprint = fmt.Sprintf("%v|%v", labels.Set(cluster.Labels).String(), cluster.Spec.Paused)
+	} else {
+		namespace, name, _ = strings.Cut(key, "/")
+	}
+	h.mu.Lock()
+	before, known := h.seen[key]
+	if fingerprint == "" {
+		delete(h.seen, key)
+	} else {
+		h.seen[key] = fingerprint
+	}
+	h.mu.Unlock()
+	if known && before == fingerprint {
+		return cluster, nil
+	}
+	h.enqueueBundles(byTargetName, namespace+"/"+name)
+	h.enqueueBundles(byLabelTargets, namespace)
+	return cluster, nil
+}
+
+func (h *handler) onGroupChange(key string, group *fleet.ClusterGroup) (*fleet.ClusterGroup, error) {
+	namespace, _, _ := strings.Cut(key, "/")
+	h.enqueueBundles(byLabelTargets, namespace)
+	return group, nil
+}
+
+func (h *handler) enqueueBundles(index, key string) {
+	bundles, err := h.bundles.Cache().GetByIndex(index, key)
+	if err != nil {
+		return
+	}
+	for _, b := range bundles {
+		h.bundles.Enqueue(b.Namespace, b.Name)
+	}
+}
+
+// onDeploymentChange refreshes the status of the deployment's Bundle.
+func (h *handler) onDeploymentChange(_ string, bd *fleet.BundleDeployment) (*fleet.BundleDeployment, error) {
+	if bd == nil {
+		return nil, nil
+	}
+	if ns, name := bd.Labels[names.BundleNamespaceLabel], bd.Labels[names.BundleNameLabel]; ns != "" && name != "" {
+		h.bundles.Enqueue(ns, name)
+	}
+	return bd, nil
+}

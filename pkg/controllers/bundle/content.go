@@ -1,0 +1,69 @@
+package bundle
+
+import (
+	"context"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	fleet "github.com/flotilla/flotilla/pkg/apis/fleet.cattle.io/v1alpha1"
+	fleetcontrollers "github.com/flotilla/flotilla/pkg/generated/controllers/fleet.cattle.io/v1alpha1"
+	"github.com/flotilla/flotilla/pkg/names"
+)
+
+// contentGrace is how long an unreferenced Content is kept: a Bundle writes its
+// Content before the BundleDeployments that refer to it.
+const contentGrace = time.Minute
+
+type contentHandler struct {
+	contents    fleetcontrollers.ContentController
+	deployments fleetcontrollers.BundleDeploymentCache
+	now         func() time.Time
+}
+
+// RegisterContents keeps each Content's reference count and deletes Contents no
+// BundleDeployment has used for contentGrace. The deployments cache must carry the
+// ByContent index (AddIndexers).
+func RegisterContents(ctx context.Context, contents fleetcontrollers.ContentController, deployments fleetcontrollers.BundleDeploymentController) {
+	h := &contentHandler{contents: contents, deployments: deployments.Cache(), now: time.Now}
+	contents.OnChange(ctx, "content-gc", h.onChange)
+	// References change as BundleDeployments do; batch the recounts.
+	deployments.OnChange(ctx, "content-references", func(_ string, bd *fleet.BundleDeployment) (*fleet.BundleDeployment, error) {
+		if bd != nil {
+			if name := ContentOf(bd.Spec.DeploymentID); name != "" {
+				contents.EnqueueAfter(name, 2*time.Second)
+			}
+		}
+		return bd, nil
+	})
+}
+
+func (h *contentHandler) onChange(_ string, c *fleet.Content) (*fleet.Content, error) {
+	if c == nil || c.DeletionTimestamp != nil || c.Labels[names.ManagedLabel] != "true" {
+		return c, nil
+	}
+	refs, err := h.deployments.GetByIndex(ByContent, c.Name)
+	if err != nil {
+		return c, err
+	}
+	if len(refs) == 0 {
+		if age := h.now().Sub(c.CreationTimestamp.Time); age < contentGrace {
+			h.contents.EnqueueAfter(c.Name, contentGrace-age+time.Second)
+			return c, nil
+		}
+		err := h.contents.Delete(c.Name, &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &c.ResourceVersion}})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return c, err
+		}
+		logrus.WithField("content", c.Name).Info("Deleted a Content no BundleDeployment uses")
+		return c, nil
+	}
+	if c.Status.ReferenceCount == len(refs) {
+		return c, nil
+	}
+	updated := c.DeepCopy()
+	updated.Status.ReferenceCount = len(refs)
+	return h.contents.UpdateStatus(updated)
+}

@@ -1,0 +1,114 @@
+// Package clustergroup is the ClusterGroup controller: it counts the group's clusters,
+// how many are Ready, and the state of their BundleDeployments.
+package clustergroup
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/labels"
+
+	fleet "github.com/flotilla/flotilla/pkg/apis/fleet.cattle.io/v1alpha1"
+	"github.com/flotilla/flotilla/pkg/bundlestate"
+	"github.com/flotilla/flotilla/pkg/conditions"
+	"github.com/flotilla/flotilla/pkg/controllers/clusterns"
+	fleetcontrollers "github.com/flotilla/flotilla/pkg/generated/controllers/fleet.cattle.io/v1alpha1"
+	"github.com/flotilla/flotilla/pkg/target"
+)
+
+type handler struct {
+	groups      fleetcontrollers.ClusterGroupController
+	clusters    fleetcontrollers.ClusterCache
+	deployments fleetcontrollers.BundleDeploymentCache
+}
+
+// Register starts handling ClusterGroups; a Cluster's change refreshes the groups
+// of its namespace.
+func Register(ctx context.Context, groups fleetcontrollers.ClusterGroupController, clusters fleetcontrollers.ClusterController,
+	deployments fleetcontrollers.BundleDeploymentCache) {
+	h := &handler{groups: groups, clusters: clusters.Cache(), deployments: deployments}
+	groups.OnChange(ctx, "clustergroup", h.onChange)
+	clusters.OnChange(ctx, "clustergroup-members", func(key string, c *fleet.Cluster) (*fleet.Cluster, error) {
+		namespace, _, _ := strings.Cut(key, "/")
+		list, err := groups.Cache().List(namespace, labels.Everything())
+		if err != nil {
+			return c, err
+		}
+		for _, g := range list {
+			groups.Enqueue(g.Namespace, g.Name)
+		}
+		return c, nil
+	})
+}
+
+func (h *handler) onChange(_ string, group *fleet.ClusterGroup) (*fleet.ClusterGroup, error) {
+	if group == nil || group.DeletionTimestamp != nil {
+		return group, nil
+	}
+	status := group.Status.DeepCopy()
+	clusters, err := h.clusters.List(group.Namespace, labels.Everything())
+	if err != nil {
+		return group, err
+	}
+	var (
+		members  int
+		notReady []string
+		bundles  bundlestate.Summary
+	)
+	for _, c := range clusters {
+		in, err := target.InGroup(group, c)
+		if err != nil {
+			conditions.Set(&status.Conditions, fleet.ConditionProcessed, corev1.ConditionFalse, "InvalidSelector", err.Error())
+			return h.update(group, status)
+		}
+		if !in {
+			continue
+		}
+		members++
+		if !conditions.IsTrue(c.Status.Conditions, fleet.ConditionReady) {
+			notReady = append(notReady, c.Name)
+		}
+		deployments, err := h.deployments.List(clusterns.Name(c), labels.Everything())
+		if err != nil {
+			return group, err
+		}
+		for _, bd := range deployments {
+			bundles.Add(c.Name+"/"+bd.Name, bd)
+		}
+	}
+	sort.Strings(notReady)
+	status.ClusterCount = members
+	status.NonReadyClusterCount = len(notReady)
+	status.NonReadyClusters = notReady
+	if len(notReady) > 10 {
+		status.NonReadyClusters = notReady[:10]
+	}
+	status.Summary = bundles.BundleSummary
+	status.Display.ReadyClusters = fmt.Sprintf("%d/%d", members-len(notReady), members)
+	status.Display.ReadyBundles = bundles.ReadyString()
+	status.Display.State = string(bundles.Worst())
+	conditions.Set(&status.Conditions, fleet.ConditionProcessed, corev1.ConditionTrue, "", "")
+	switch {
+	case len(notReady) > 0:
+		conditions.Set(&status.Conditions, fleet.ConditionReady, corev1.ConditionFalse, "ClustersNotReady",
+			fmt.Sprintf("NotReady(%d) [%s]", len(notReady), strings.Join(status.NonReadyClusters, ", ")))
+	case !bundles.AllReady():
+		conditions.Set(&status.Conditions, fleet.ConditionReady, corev1.ConditionFalse, "BundlesNotReady", bundles.NotReadyMessage("Bundle"))
+	default:
+		conditions.Set(&status.Conditions, fleet.ConditionReady, corev1.ConditionTrue, "", "")
+	}
+	return h.update(group, status)
+}
+
+func (h *handler) update(group *fleet.ClusterGroup, status *fleet.ClusterGroupStatus) (*fleet.ClusterGroup, error) {
+	if equality.Semantic.DeepEqual(*status, group.Status) {
+		return group, nil
+	}
+	updated := group.DeepCopy()
+	updated.Status = *status
+	return h.groups.UpdateStatus(updated)
+}
