@@ -139,7 +139,7 @@ cluster instead, installing or updating the fleet.cattle.io CRDs there itself.`,
 	cmd.Flags().IntVar(&burst, "kube-api-burst", 1000, "burst of requests the hub may send to the Kubernetes API")
 	cmd.Flags().StringVar(&healthProbe, "health-probe-bind-address", ":8081", "address of the /healthz and /readyz endpoints; 0 turns them off")
 	cp.register(cmd, defaultDataDir("flotilla"), 6443)
-	cmd.AddCommand(newControlPlaneCommand())
+	cmd.AddCommand(newControlPlaneCommand(), newTokenCommand(), newClusterCommand())
 	return cmd
 }
 

@@ -198,6 +198,19 @@ func TestBundlesReachMatchingClusters(t *testing.T) {
 		t.Errorf("%d Contents, want 3 (two bundles and the shared agent chart)", len(contents.Items))
 	}
 
+	// A ClusterGroup of the dev clusters counts them and their bundles.
+	hub.MustKubectl(`apiVersion: fleet.cattle.io/v1alpha1
+kind: ClusterGroup
+metadata:
+  name: dev
+  namespace: clusters
+spec:
+  selector:
+    matchLabels:
+      env: dev
+`, "apply", "-f", "-")
+	waitGroup(t, hub, "dev", "2/2", "6/6")
+
 	// Changing the Bundle upgrades both clusters.
 	hub.MustKubectl(fmt.Sprintf(manifestsBundle, "bonjour"), "apply", "-f", "-")
 	hub.MustKubectl(fmt.Sprintf(chartBundle, 3), "apply", "-f", "-")
@@ -239,6 +252,8 @@ func TestBundlesReachMatchingClusters(t *testing.T) {
 	}
 	waitBundleReady(t, hub, "plain", "1/1")
 	waitClusterDisplay(t, hub, devB.cluster, "BUNDLES-READY", readyBundles, "1/1")
+	waitGroup(t, hub, "dev", "1/1", "3/3")
+	t.Logf("kubectl get clustergroups:\n%s", hub.MustKubectl("", "-n", workspace, "get", "clustergroups.fleet.cattle.io"))
 
 	// One agent release per cluster: the agent bundle upgraded the one helm installed.
 	for _, d := range clusters {
@@ -250,6 +265,20 @@ func TestBundlesReachMatchingClusters(t *testing.T) {
 			t.Errorf("%s: helm list -A shows, for fleet-agent: %s (want one release, upgraded by its agent bundle)", d.Name, out)
 		}
 	}
+}
+
+func waitGroup(t *testing.T, hub *framework.Hub, name, clusters, bundles string) {
+	t.Helper()
+	framework.Eventually(t, "ClusterGroup "+name+" to count "+clusters+" clusters and "+bundles+" bundles", timeout, func(ctx context.Context) error {
+		g, err := hub.Fleet().FleetV1alpha1().ClusterGroups(workspace).Get(ctx, name, framework.Get)
+		if err != nil {
+			return err
+		}
+		if g.Status.Display.ReadyClusters != clusters || g.Status.Display.ReadyBundles != bundles || fmt.Sprint(g.Status.ClusterCount) != strings.Split(clusters, "/")[1] {
+			return fmt.Errorf("status %+v", g.Status)
+		}
+		return nil
+	})
 }
 
 func waitBundleReady(t *testing.T, hub *framework.Hub, name, want string) {

@@ -7,12 +7,9 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/flotilla/flotilla/integrationtests/framework"
-	"github.com/flotilla/flotilla/pkg/names"
-	"github.com/flotilla/flotilla/pkg/registration"
 )
 
 // TestTwentyClustersGetABundle: twenty agents (in namespaces of one downstream control
@@ -30,30 +27,7 @@ func TestTwentyClustersGetABundle(t *testing.T) {
 	}
 	ctx := context.Background()
 	client := ds.Client()
-	for i := 0; i < n; i++ {
-		ns := fmt.Sprintf("agent-%02d", i)
-		if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		// What the chart would write, in a namespace per agent.
-		if _, err := client.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Name: names.AgentBootstrapSecret},
-			StringData: map[string]string{
-				registration.KeyToken: values.Token, registration.KeyTokenName: values.TokenName, registration.KeyAPIServerURL: values.APIServerURL,
-				registration.KeyAPIServerCA: values.APIServerCA, registration.KeyClusterNamespace: values.ClusterNamespace,
-				registration.KeySystemRegistrationNamespace: values.SystemRegistrationNamespace,
-			},
-		}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := client.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
-			ObjectMeta: metav1.ObjectMeta{Name: names.AgentConfigMap},
-			Data:       map[string]string{"clientID": "twenty-" + ns, "labels": `{"fleet":"twenty"}`, "monitorInterval": "5s"},
-		}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		framework.StartAgentIn(t, ds, ns)
-	}
+	framework.StartAgentsSharingACluster(t, ds, values, n, map[string]string{"monitorInterval": "5s"})
 	var clusters []string
 	framework.Eventually(t, "twenty Clusters Ready", 3*time.Minute, func(ctx context.Context) error {
 		list, err := hub.Fleet().FleetV1alpha1().Clusters(workspace).List(ctx, metav1.ListOptions{LabelSelector: "fleet=twenty"})

@@ -3,12 +3,14 @@ package framework
 import (
 	"context"
 	"encoding/base64"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -16,6 +18,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/flotilla/flotilla/pkg/generated/clientset/versioned"
+	"github.com/flotilla/flotilla/pkg/names"
 	"github.com/flotilla/flotilla/pkg/registration"
 )
 
@@ -150,4 +153,46 @@ func (c *Cluster) As(token string) (kubernetes.Interface, versioned.Interface) {
 		c.t.Fatal(err)
 	}
 	return kube, fleetClient
+}
+
+// StartAgentsSharingACluster runs n agents in namespaces agent-00, agent-01, ... of
+// one downstream cluster ds, each with what the chart would write there (bootstrap
+// Secret with values, ConfigMap with clientID "twenty-<namespace>", labels
+// fleet=twenty, and settings), since n real clusters do not fit on one machine.
+// It returns the namespaces.
+func StartAgentsSharingACluster(t testing.TB, ds *Cluster, values registration.Values, n int, settings map[string]string) []string {
+	t.Helper()
+	ctx := context.Background()
+	client := ds.Client()
+	var namespaces []string
+	for i := 0; i < n; i++ {
+		ns := fmt.Sprintf("agent-%02d", i)
+		if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := client.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: names.AgentBootstrapSecret},
+			StringData: map[string]string{
+				registration.KeyToken: values.Token, registration.KeyTokenName: values.TokenName, registration.KeyAPIServerURL: values.APIServerURL,
+				registration.KeyAPIServerCA: values.APIServerCA, registration.KeyClusterNamespace: values.ClusterNamespace,
+				registration.KeySystemRegistrationNamespace: values.SystemRegistrationNamespace,
+			},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		data := map[string]string{"clientID": "twenty-" + ns, "labels": `{"fleet":"twenty"}`}
+		for k, v := range settings {
+			data[k] = v
+		}
+		if _, err := client.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: names.AgentConfigMap}, Data: data,
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		namespaces = append(namespaces, ns)
+	}
+	for _, ns := range namespaces {
+		StartAgentIn(t, ds, ns)
+	}
+	return namespaces
 }

@@ -482,36 +482,9 @@ func TestTwentyClustersRegisterAtOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
-	client := ds.Client()
-	for i := 0; i < n; i++ {
-		ns := fmt.Sprintf("agent-%02d", i)
-		if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		// What the chart would write, in a namespace per agent.
-		if _, err := client.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Name: names.AgentBootstrapSecret},
-			StringData: map[string]string{
-				registration.KeyToken: values.Token, registration.KeyTokenName: values.TokenName, registration.KeyAPIServerURL: values.APIServerURL,
-				registration.KeyAPIServerCA: values.APIServerCA, registration.KeyClusterNamespace: values.ClusterNamespace,
-				registration.KeySystemRegistrationNamespace: values.SystemRegistrationNamespace,
-			},
-		}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := client.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
-			ObjectMeta: metav1.ObjectMeta{Name: names.AgentConfigMap},
-			Data:       map[string]string{"clientID": "twenty-" + ns, "labels": `{"fleet":"twenty"}`},
-		}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-
+	// From here: the chart's objects for twenty agents are written and the agents start.
 	start := time.Now()
-	for i := 0; i < n; i++ {
-		framework.StartAgentIn(t, ds, fmt.Sprintf("agent-%02d", i))
-	}
+	framework.StartAgentsSharingACluster(t, ds, values, n, nil)
 	framework.Eventually(t, "twenty Ready Clusters", 3*time.Minute, func(ctx context.Context) error {
 		clusters, err := hub.Fleet().FleetV1alpha1().Clusters(workspace).List(ctx, metav1.ListOptions{LabelSelector: "fleet=twenty"})
 		if err != nil {

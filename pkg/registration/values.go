@@ -11,6 +11,9 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
+// ValuesKey is the key of a ClusterRegistrationToken's Secret that holds the values.yaml.
+const ValuesKey = "values"
+
 // Values are the registration values of the fleet-agent chart: what a
 // ClusterRegistrationToken's Secret holds under "values" as a values.yaml, and what the
 // chart puts in the downstream fleet-agent-bootstrap Secret.

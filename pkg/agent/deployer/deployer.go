@@ -597,20 +597,25 @@ func (d *Deployer) invalidateDiscovery(cfg *action.Configuration) error {
 // uninstall removes the release made for the BundleDeployment named name, except the
 // agent's own release.
 func (d *Deployer) uninstall(name string) error {
+	releases, err := d.listReleases(labels.SelectorFromSet(labels.Set{names.BundleDeploymentLabel: name}).String())
+	if err != nil {
+		return fmt.Errorf("listing releases of BundleDeployment %s: %w", name, err)
+	}
+	return d.uninstallReleases(releases)
+}
+
+// listReleases lists the releases of every namespace whose labels match selector.
+func (d *Deployer) listReleases(selector string) ([]*release.Release, error) {
 	cfg, err := d.config("")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	list := action.NewList(cfg)
 	list.AllNamespaces = true
 	list.All = true
 	list.StateMask = action.ListAll
-	list.Selector = labels.SelectorFromSet(labels.Set{names.BundleDeploymentLabel: name}).String()
-	releases, err := list.Run()
-	if err != nil {
-		return fmt.Errorf("listing releases of BundleDeployment %s: %w", name, err)
-	}
-	return d.uninstallReleases(releases)
+	list.Selector = selector
+	return list.Run()
 }
 
 func (d *Deployer) uninstallReleases(releases []*release.Release) error {
@@ -650,16 +655,7 @@ func (d *Deployer) uninstallRelease(namespace, name string) error {
 // Cleanup uninstalls releases this agent made for BundleDeployments that no longer
 // exist (removed while the agent was not running). Call it once the cache has synced.
 func (d *Deployer) Cleanup() error {
-	cfg, err := d.config("")
-	if err != nil {
-		return err
-	}
-	list := action.NewList(cfg)
-	list.AllNamespaces = true
-	list.All = true
-	list.StateMask = action.ListAll
-	list.Selector = names.BundleDeploymentLabel
-	releases, err := list.Run()
+	releases, err := d.listReleases(names.BundleDeploymentLabel)
 	if err != nil {
 		return fmt.Errorf("listing the agent's releases: %w", err)
 	}

@@ -424,11 +424,11 @@ func (h *handler) registrationValues(cluster *fleet.Cluster, secret *corev1.Secr
 		return nil, fail(ReasonWaitingForToken, "waiting for registration token %s/%s", cluster.Namespace, name)
 	}
 	valuesSecret, err := h.secrets.Get(cluster.Namespace, name)
-	if err != nil || len(valuesSecret.Data["values"]) == 0 || !metav1.IsControlledBy(valuesSecret, token) {
+	if err != nil || len(valuesSecret.Data[registration.ValuesKey]) == 0 || !metav1.IsControlledBy(valuesSecret, token) {
 		return nil, fail(ReasonWaitingForToken, "waiting for the values of registration token %s/%s", cluster.Namespace, name)
 	}
 	values := &registration.Values{}
-	if err := yaml.Unmarshal(valuesSecret.Data["values"], values); err != nil {
+	if err := yaml.Unmarshal(valuesSecret.Data[registration.ValuesKey], values); err != nil {
 		return nil, fmt.Errorf("registration token %s/%s values: %w", cluster.Namespace, name, err)
 	}
 	if url := string(secret.Data[KeyAPIServerURL]); url != "" {

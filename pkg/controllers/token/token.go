@@ -262,6 +262,6 @@ func ValuesSecret(token *fleet.ClusterRegistrationToken, values registration.Val
 			Name: token.Name, Namespace: token.Namespace, OwnerReferences: ownedBy(token), Labels: labels,
 		},
 		Type: names.RegistrationValuesSecretType,
-		Data: map[string][]byte{"values": data},
+		Data: map[string][]byte{registration.ValuesKey: data},
 	}, nil
 }

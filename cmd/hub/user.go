@@ -1,0 +1,116 @@
+package main
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/flotilla/flotilla/pkg/generated/clientset/versioned"
+	"github.com/flotilla/flotilla/pkg/hubctl"
+	"github.com/flotilla/flotilla/pkg/signals"
+)
+
+// userKubeconfig is how the user commands reach the hub: --kubeconfig, else
+// $KUBECONFIG or ~/.kube/config, else the embedded hub's admin kubeconfig in the
+// default data directory.
+type userKubeconfig struct{ path string }
+
+func (u *userKubeconfig) register(cmd *cobra.Command) {
+	cmd.PersistentFlags().StringVar(&u.path, "kubeconfig", "",
+		"kubeconfig of the hub (default: $KUBECONFIG, ~/.kube/config, or the embedded hub's DATA_DIR/admin.kubeconfig)")
+}
+
+func (u *userKubeconfig) clients() (kubernetes.Interface, versioned.Interface, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if u.path != "" {
+		rules.ExplicitPath = u.path
+	} else if _, err := rules.Load(); err != nil || !hasConfig(rules) {
+		admin := filepath.Join(defaultDataDir("flotilla"), "admin.kubeconfig")
+		if _, err := os.Stat(admin); err == nil {
+			rules.ExplicitPath = admin
+		}
+	}
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil {
+		return nil, nil, errors.New("no kubeconfig for the hub: pass --kubeconfig, or start the hub (make run) so that its admin kubeconfig exists")
+	}
+	return clientsFor(cfg)
+}
+
+func hasConfig(rules *clientcmd.ClientConfigLoadingRules) bool {
+	for _, p := range rules.GetLoadingPrecedence() {
+		if _, err := os.Stat(p); err == nil {
+			return true
+		}
+	}
+	return false
+}
+
+func clientsFor(cfg *rest.Config) (kubernetes.Interface, versioned.Interface, error) {
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	fleet, err := versioned.NewForConfig(cfg)
+	return kube, fleet, err
+}
+
+func newTokenCommand() *cobra.Command {
+	var kc userKubeconfig
+	cmd := &cobra.Command{Use: "token", Short: "Manage ClusterRegistrationTokens"}
+	kc.register(cmd)
+	opts := hubctl.TokenOptions{}
+	create := &cobra.Command{
+		Use:   "create NAME",
+		Short: "Create a ClusterRegistrationToken and print the helm command that registers a cluster with it",
+		Example: `  hub token create new-token -n clusters --ttl 240h -o values.yaml
+  # then, in the cluster to register:
+  helm -n cattle-fleet-system install --create-namespace --values values.yaml fleet-agent charts/fleet-like/agent`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			kube, fleet, err := kc.clients()
+			if err != nil {
+				return err
+			}
+			opts.Name = args[0]
+			return hubctl.CreateToken(signals.Context(), kube, fleet, opts, cmd.OutOrStdout())
+		},
+	}
+	create.Flags().StringVarP(&opts.Namespace, "namespace", "n", "fleet-default", "workspace the token registers clusters into")
+	create.Flags().DurationVar(&opts.TTL, "ttl", 0, "lifetime of the token, e.g. 240h (default: no expiry)")
+	create.Flags().StringVarP(&opts.Output, "output", "o", "", "write the agent chart's values.yaml to this file")
+	create.Flags().StringVar(&opts.Chart, "chart", "charts/fleet-like/agent", "the agent chart the printed command installs")
+	create.Flags().DurationVar(&opts.Wait, "wait", time.Minute, "how long to wait for the hub to write the token's values")
+	cmd.AddCommand(create)
+	return cmd
+}
+
+func newClusterCommand() *cobra.Command {
+	var (
+		kc        userKubeconfig
+		namespace string
+	)
+	cmd := &cobra.Command{Use: "cluster", Short: "Look at registered Clusters"}
+	kc.register(cmd)
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List Clusters of every workspace, with the columns of kubectl get clusters.fleet.cattle.io",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			_, fleet, err := kc.clients()
+			if err != nil {
+				return err
+			}
+			return hubctl.ListClusters(signals.Context(), fleet, namespace, cmd.OutOrStdout())
+		},
+	}
+	list.Flags().StringVarP(&namespace, "namespace", "n", "", "only this workspace (default: all)")
+	cmd.AddCommand(list)
+	return cmd
+}
