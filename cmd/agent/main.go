@@ -5,6 +5,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 
 	"github.com/sirupsen/logrus"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/flotilla/flotilla/pkg/agent"
 	"github.com/flotilla/flotilla/pkg/kubeconfig"
+	"github.com/flotilla/flotilla/pkg/metrics"
 	"github.com/flotilla/flotilla/pkg/names"
 	"github.com/flotilla/flotilla/pkg/signals"
 	"github.com/flotilla/flotilla/pkg/version"
@@ -30,8 +32,8 @@ func main() {
 
 func newRootCommand() *cobra.Command {
 	var (
-		kubeconfigPath, namespace string
-		debug                     bool
+		kubeconfigPath, namespace, metricsAddr string
+		debug                                  bool
 	)
 	cmd := &cobra.Command{
 		Use:   "agent",
@@ -58,11 +60,16 @@ In a Pod it uses the in-cluster configuration; elsewhere pass --kubeconfig.`,
 				return err
 			}
 			logrus.WithFields(logrus.Fields{"namespace": namespace, "version": version.Version}).Info("Starting the agent")
-			return agent.Run(signals.Context(), agent.Config{Downstream: client, DownstreamConfig: cfg, Namespace: namespace, Version: version.Version})
+			ctx := signals.Context()
+			if err := metrics.Serve(ctx, metricsAddr); err != nil {
+				return fmt.Errorf("--metrics-bind-address: %w", err)
+			}
+			return agent.Run(ctx, agent.Config{Downstream: client, DownstreamConfig: cfg, Namespace: namespace, Version: version.Version})
 		},
 	}
 	cmd.Flags().StringVar(&kubeconfigPath, "kubeconfig", "", "kubeconfig of the downstream cluster (default: in-cluster)")
 	cmd.Flags().StringVar(&namespace, "namespace", names.SystemNamespace, "downstream namespace of the agent's Secrets and ConfigMap")
 	cmd.Flags().BoolVar(&debug, "debug", false, "log at debug level")
+	cmd.Flags().StringVar(&metricsAddr, "metrics-bind-address", "0", "address of the Prometheus /metrics endpoint, e.g. :8080; 0 turns it off")
 	return cmd
 }

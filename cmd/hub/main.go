@@ -72,6 +72,7 @@ func newRootCommand() *cobra.Command {
 		cp          controlPlaneFlags
 		kubeconfig  string
 		healthProbe string
+		metricsAddr string
 		caFile      string
 		qps         float32
 		burst       int
@@ -114,6 +115,7 @@ cluster instead, installing or updating the fleet.cattle.io CRDs there itself.`,
 				Kubeconfig:             kubeconfig,
 				ControlPlane:           cpConfig,
 				HealthProbeBindAddress: healthProbe,
+				MetricsBindAddress:     metricsAddr,
 				QPS:                    qps,
 				Burst:                  burst,
 				Announce:               announceHub,
@@ -138,6 +140,7 @@ cluster instead, installing or updating the fleet.cattle.io CRDs there itself.`,
 	cmd.Flags().Float32Var(&qps, "kube-api-qps", 500, "requests per second the hub may send to the Kubernetes API")
 	cmd.Flags().IntVar(&burst, "kube-api-burst", 1000, "burst of requests the hub may send to the Kubernetes API")
 	cmd.Flags().StringVar(&healthProbe, "health-probe-bind-address", ":8081", "address of the /healthz and /readyz endpoints; 0 turns them off")
+	cmd.Flags().StringVar(&metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus /metrics endpoint; 0 turns it off")
 	cp.register(cmd, defaultDataDir("flotilla"), 6443)
 	cmd.AddCommand(newControlPlaneCommand(), newTokenCommand(), newClusterCommand())
 	return cmd

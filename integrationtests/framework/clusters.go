@@ -20,6 +20,8 @@ type Hub struct {
 	Cluster
 	// HealthURL is the base URL of the hub's /healthz and /readyz.
 	HealthURL string
+	// MetricsURL is the URL of the hub's /metrics.
+	MetricsURL string
 }
 
 // StartHub starts `hub` with an embedded control plane on a fresh port and data
@@ -29,7 +31,10 @@ func StartHub(t testing.TB, extraArgs ...string) *Hub {
 	h := &Hub{Cluster: newCluster(t, "hub", "flt-hub-")}
 	healthAddr := "127.0.0.1:" + strconv.Itoa(freePort(t))
 	h.HealthURL = "http://" + healthAddr
+	metricsAddr := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	h.MetricsURL = "http://" + metricsAddr + "/metrics"
 	args := append([]string{
+		"--metrics-bind-address", metricsAddr,
 		"--data-dir", h.DataDir,
 		"--bind-address", "127.0.0.1",
 		"--secure-port", strconv.Itoa(h.Port),
@@ -48,7 +53,9 @@ func StartHubOn(t testing.TB, cluster *Cluster, extraArgs ...string) *Hub {
 	h.Name = "hub-on-" + cluster.Name
 	healthAddr := "127.0.0.1:" + strconv.Itoa(freePort(t))
 	h.HealthURL = "http://" + healthAddr
-	args := append([]string{"--kubeconfig", cluster.Kubeconfig, "--health-probe-bind-address", healthAddr}, extraArgs...)
+	metricsAddr := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	h.MetricsURL = "http://" + metricsAddr + "/metrics"
+	args := append([]string{"--kubeconfig", cluster.Kubeconfig, "--health-probe-bind-address", healthAddr, "--metrics-bind-address", metricsAddr}, extraArgs...)
 	h.Process = startProcess(t, h.Name, filepath.Join(shortTempDir(t, "flt-hubon-"), "hub.log"), filepath.Join(BinDir(t), "hub"), args...)
 	h.WaitReady()
 	return h

@@ -1,6 +1,8 @@
 package registration
 
 import (
+	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +21,26 @@ func hubCommand(t *testing.T, hub *framework.Hub, args ...string) string {
 		t.Fatalf("hub %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 	return string(out)
+}
+
+// curl fetches url with the real curl, as a user would.
+func curl(t *testing.T, url string) string {
+	t.Helper()
+	out, err := exec.Command("curl", "-sf", url).Output()
+	if err != nil {
+		t.Fatalf("curl %s: %v", url, err)
+	}
+	return string(out)
+}
+
+func grepLines(text, prefix string) string {
+	var out []string
+	for _, line := range strings.Split(text, "\n") {
+		if strings.HasPrefix(line, prefix) {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 // TestTokenCLIPrintsTheInstallCommand: `hub token create` makes the token, writes its
@@ -50,6 +72,11 @@ func TestTokenCLIPrintsTheInstallCommand(t *testing.T) {
 		t.Errorf("token ttl %q", ttl)
 	}
 
+	before := curl(t, hub.MetricsURL)
+	if !strings.Contains(before, "flotilla_registration_tokens_expired_total 0") || strings.Contains(before, `flotilla_registrations_total{reason="",result="granted"}`) {
+		t.Errorf("metrics before any registration:\n%s", grepLines(before, "flotilla_"))
+	}
+
 	// The printed command, as printed (helm from bin/ first on PATH).
 	fields := strings.Fields(helmLine)
 	if _, err := ds.Helm(fields[1:]...); err != nil {
@@ -58,6 +85,17 @@ func TestTokenCLIPrintsTheInstallCommand(t *testing.T) {
 	framework.StartAgent(t, ds)
 	cluster := waitRegistered(t, ds).ClusterName
 	waitReady(t, hub, cluster)
+
+	// The counters moved, as curl of /metrics shows.
+	framework.Eventually(t, "the metrics to count the registration and the ready agent bundle", timeout, func(context.Context) error {
+		after := curl(t, hub.MetricsURL)
+		for _, want := range []string{`flotilla_registrations_total{reason="",result="granted"} 1`, `flotilla_bundledeployments{state="Ready"} 1`, `lasso_controller_reconcile_time_seconds_count`} {
+			if !strings.Contains(after, want) {
+				return fmt.Errorf("no %q in:\n%s", want, grepLines(after, "flotilla_"))
+			}
+		}
+		return nil
+	})
 
 	list := hubCommand(t, hub, "cluster", "list")
 	lines := strings.Split(strings.TrimSpace(list), "\n")

@@ -13,6 +13,7 @@ import (
 
 	fleet "github.com/flotilla/flotilla/pkg/apis/fleet.cattle.io/v1alpha1"
 	"github.com/flotilla/flotilla/pkg/generated/clientset/versioned"
+	"github.com/flotilla/flotilla/pkg/metrics"
 	"github.com/flotilla/flotilla/pkg/registration"
 )
 
@@ -48,6 +49,7 @@ func (c *Checkin) Run(ctx context.Context, interval time.Duration) {
 			if ctx.Err() != nil {
 				return
 			}
+			metrics.CheckIns.WithLabelValues("failed").Inc()
 			if apierrors.IsUnauthorized(err) && !c.Credential.Expires.IsZero() && time.Now().After(c.Credential.Expires) {
 				c.Log.Error(c.Credential.ExpiredAdvice())
 			} else {
@@ -56,6 +58,7 @@ func (c *Checkin) Run(ctx context.Context, interval time.Duration) {
 			failing = true
 			next = backoff.Step()
 		} else {
+			metrics.CheckIns.WithLabelValues("ok").Inc()
 			if failing {
 				c.Log.Info("Checked in again")
 			}

@@ -17,12 +17,14 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/flotilla/flotilla/pkg/bundlestate"
 	"github.com/flotilla/flotilla/pkg/controllers/agentbundle"
 	"github.com/flotilla/flotilla/pkg/controllers/bundle"
 	"github.com/flotilla/flotilla/pkg/controllers/capi"
@@ -33,6 +35,7 @@ import (
 	"github.com/flotilla/flotilla/pkg/controllers/request"
 	"github.com/flotilla/flotilla/pkg/controllers/token"
 	fleetcontrollers "github.com/flotilla/flotilla/pkg/generated/controllers/fleet.cattle.io"
+	"github.com/flotilla/flotilla/pkg/metrics"
 	"github.com/flotilla/flotilla/pkg/registration"
 )
 
@@ -137,6 +140,15 @@ func (m *Manager) Start(ctx context.Context) error {
 		InitialBackoff: 2 * time.Second, MaxBackoff: 5 * time.Minute,
 	}, fleet.Cluster(), fleet.ClusterRegistrationToken(), core.Secret(), kube, events)
 
+	deployments := fleet.BundleDeployment().Cache()
+	_ = metrics.Registry.Register(metrics.StateCounter(func() map[string]int {
+		counts := map[string]int{}
+		list, _ := deployments.List("", labels.Everything())
+		for _, bd := range list {
+			counts[string(bundlestate.Of(bd))]++
+		}
+		return counts
+	}))
 	if err := shared.Start(ctx, m.settings.Workers); err != nil {
 		return fmt.Errorf("starting controllers: %w", err)
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/flotilla/flotilla/pkg/controllers"
 	"github.com/flotilla/flotilla/pkg/controlplane"
+	"github.com/flotilla/flotilla/pkg/metrics"
 	"github.com/flotilla/flotilla/pkg/crds"
 	"github.com/flotilla/flotilla/pkg/kubeconfig"
 	"github.com/flotilla/flotilla/pkg/leader"
@@ -40,6 +41,9 @@ type Options struct {
 	// HealthProbeBindAddress is where /healthz and /readyz are served; "0" turns
 	// them off.
 	HealthProbeBindAddress string
+	// MetricsBindAddress is where /metrics is served; "0" turns it off. Every
+	// replica serves it, leading or not.
+	MetricsBindAddress string
 	// Announce is called once the embedded control plane is ready, to tell the user
 	// where its kubeconfig is.
 	Announce func(cp *controlplane.ControlPlane)
@@ -66,6 +70,9 @@ func Run(ctx context.Context, opts Options) error {
 	// while the control plane and CRDs come up.
 	if err := health.serve(ctx, opts.HealthProbeBindAddress); err != nil {
 		return err
+	}
+	if err := metrics.Serve(ctx, opts.MetricsBindAddress); err != nil {
+		return fmt.Errorf("--metrics-bind-address: %w", err)
 	}
 	if opts.Embedded() {
 		cp, err = controlplane.Start(ctx, opts.ControlPlane)

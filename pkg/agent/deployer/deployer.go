@@ -35,6 +35,7 @@ import (
 	"github.com/flotilla/flotilla/pkg/generated/clientset/versioned"
 	fleetcontrollers "github.com/flotilla/flotilla/pkg/generated/controllers/fleet.cattle.io/v1alpha1"
 	"github.com/flotilla/flotilla/pkg/helmclient"
+	"github.com/flotilla/flotilla/pkg/metrics"
 	"github.com/flotilla/flotilla/pkg/names"
 	"github.com/flotilla/flotilla/pkg/registration"
 )
@@ -268,11 +269,13 @@ func releaseLabels(bd *fleet.BundleDeployment) map[string]string {
 
 func (d *Deployer) recordDeploy(bd *fleet.BundleDeployment, status *fleet.BundleDeploymentStatus, ns, name string, err error, log logrus.FieldLogger) {
 	if err != nil {
+		metrics.Deployments.WithLabelValues("failed").Inc()
 		log.WithError(err).Warn("Deployment failed; will retry")
 		conditions.Set(&status.Conditions, ConditionDeployed, corev1.ConditionFalse, "Error", err.Error())
 		status.Ready = false
 		return
 	}
+	metrics.Deployments.WithLabelValues("deployed").Inc()
 	gen := bd.Spec.Options.ForceSyncGeneration
 	status.SyncGeneration = &gen
 	status.AppliedDeploymentID = bd.Spec.DeploymentID

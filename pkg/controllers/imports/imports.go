@@ -43,6 +43,7 @@ import (
 	"github.com/flotilla/flotilla/pkg/conditions"
 	fleetcontrollers "github.com/flotilla/flotilla/pkg/generated/controllers/fleet.cattle.io/v1alpha1"
 	"github.com/flotilla/flotilla/pkg/helmclient"
+	"github.com/flotilla/flotilla/pkg/metrics"
 	"github.com/flotilla/flotilla/pkg/names"
 	"github.com/flotilla/flotilla/pkg/registration"
 )
@@ -228,6 +229,7 @@ func (h *handler) onChange(key string, cluster *fleet.Cluster) (*fleet.Cluster, 
 		if failure != nil {
 			reason = failure.reason
 		}
+		metrics.ImportsFailed.WithLabelValues(reason).Inc()
 		h.backoff.Next(key, h.backoff.Clock.Now())
 		delay := h.backoff.Get(key)
 		attempt.retryAt = time.Now().Add(delay)
@@ -249,6 +251,7 @@ func (h *handler) onChange(key string, cluster *fleet.Cluster) (*fleet.Cluster, 
 		status.AgentDeployedGeneration = &gen
 		status.AgentConfigHash = agentchart.SettingsHash(cluster)
 		conditions.Set(&status.Conditions, fleet.ConditionImported, corev1.ConditionTrue, "", "")
+		metrics.AgentsDeployed.Inc()
 		h.events.Eventf(cluster, corev1.EventTypeNormal, "AgentDeployed", "Deployed the agent (generation %d) into the downstream cluster", gen)
 		log.WithField("generation", gen).Info("Deployed the agent into the downstream cluster")
 	}

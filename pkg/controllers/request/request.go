@@ -27,6 +27,7 @@ import (
 	"github.com/flotilla/flotilla/pkg/conditions"
 	"github.com/flotilla/flotilla/pkg/controllers/clusterns"
 	fleetcontrollers "github.com/flotilla/flotilla/pkg/generated/controllers/fleet.cattle.io/v1alpha1"
+	"github.com/flotilla/flotilla/pkg/metrics"
 	"github.com/flotilla/flotilla/pkg/names"
 	"github.com/flotilla/flotilla/pkg/registration"
 )
@@ -104,6 +105,7 @@ func (h *handler) onChange(_ string, req *fleet.ClusterRegistrationRequest) (*fl
 	var refused *refusal
 	if errors.As(err, &refused) {
 		log.WithField("reason", refused.reason).Warn("Refused the registration: " + refused.message)
+		metrics.Registrations.WithLabelValues("refused", refused.reason).Inc()
 		h.events.Event(req, corev1.EventTypeWarning, refused.reason, refused.message)
 		updated := req.DeepCopy()
 		conditions.Set(&updated.Status.Conditions, fleet.ConditionReady, corev1.ConditionFalse, refused.reason, refused.message)
@@ -121,6 +123,7 @@ func (h *handler) onChange(_ string, req *fleet.ClusterRegistrationRequest) (*fl
 		return req, err
 	}
 	h.events.Eventf(req, corev1.EventTypeNormal, "Granted", "Registered into Cluster %s", clusterName)
+	metrics.Registrations.WithLabelValues("granted", "").Inc()
 	log.WithField("cluster", req.Namespace+"/"+clusterName).Info("Granted the registration")
 	return updated, h.removeOlderRequests(updated)
 }

@@ -23,6 +23,7 @@ import (
 	fleet "github.com/flotilla/flotilla/pkg/apis/fleet.cattle.io/v1alpha1"
 	"github.com/flotilla/flotilla/pkg/conditions"
 	fleetcontrollers "github.com/flotilla/flotilla/pkg/generated/controllers/fleet.cattle.io/v1alpha1"
+	"github.com/flotilla/flotilla/pkg/metrics"
 	"github.com/flotilla/flotilla/pkg/names"
 	"github.com/flotilla/flotilla/pkg/registration"
 )
@@ -116,6 +117,7 @@ func (h *handler) onChange(key string, token *fleet.ClusterRegistrationToken) (*
 		}
 		h.events.Eventf(token, corev1.EventTypeNormal, "Expired", "Token expired at %s and was deleted; its credential no longer works", expires.UTC().Format(time.RFC3339))
 		log.WithField("expired", expires.UTC().Format(time.RFC3339)).Info("Deleted the expired registration token")
+		metrics.TokensExpired.Inc()
 		return token, nil
 	}
 
