@@ -18,10 +18,10 @@ import (
 
 	"github.com/flotilla/flotilla/pkg/controllers"
 	"github.com/flotilla/flotilla/pkg/controlplane"
-	"github.com/flotilla/flotilla/pkg/metrics"
 	"github.com/flotilla/flotilla/pkg/crds"
 	"github.com/flotilla/flotilla/pkg/kubeconfig"
 	"github.com/flotilla/flotilla/pkg/leader"
+	"github.com/flotilla/flotilla/pkg/metrics"
 	"github.com/flotilla/flotilla/pkg/names"
 )
 
