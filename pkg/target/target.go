@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -327,6 +328,12 @@ func mergeStrings(base, over map[string]string) map[string]string {
 		out[k] = v
 	}
 	return out
+}
+
+// ContentName is the Content name within a deployment ID.
+func ContentName(deploymentID string) string {
+	name, _, _ := strings.Cut(deploymentID, ":")
+	return name
 }
 
 // DeploymentID is "<content name>:<hash of options>": it changes exactly when the

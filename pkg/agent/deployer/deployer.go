@@ -38,6 +38,7 @@ import (
 	"github.com/flotilla/flotilla/pkg/metrics"
 	"github.com/flotilla/flotilla/pkg/names"
 	"github.com/flotilla/flotilla/pkg/registration"
+	"github.com/flotilla/flotilla/pkg/target"
 )
 
 // Conditions the agent sets on a BundleDeployment.
@@ -145,28 +146,28 @@ func (d *Deployer) onChange(key string, bd *fleet.BundleDeployment) (*fleet.Bund
 		return bd, err
 	}
 
-	if d.isAgent(bd) {
-		if _, err := cfg.Releases.Last(releaseName); errors.Is(err, driver.ErrReleaseNotFound) {
-			// Nothing to adopt: an agent started by hand is not installed over.
-			return d.report(bd, notManaged(bd, releaseNS))
-		}
+	// The release as it stands, read once: every decision below starts from it.
+	last, lastErr := cfg.Releases.Last(releaseName)
+	if d.isAgent(bd) && errors.Is(lastErr, driver.ErrReleaseNotFound) {
+		// Nothing to adopt: an agent started by hand is not installed over.
+		return d.report(bd, notManaged(bd, releaseNS))
 	}
 	var deployErr error
-	if !bd.Spec.Paused && d.needsDeploy(cfg, bd, releaseName) {
-		deployErr = d.deploy(cfg, bd, releaseNS, releaseName, false, log)
+	if !bd.Spec.Paused && needsDeploy(bd, last, lastErr) {
+		last, deployErr = d.deploy(cfg, bd, releaseNS, releaseName, false, log)
 		if errors.Is(deployErr, errStopping) {
 			return bd, nil
 		}
-		d.recordDeploy(bd, status, releaseNS, releaseName, deployErr, log)
+		recordDeploy(bd, status, last, deployErr, log)
 	}
 	if deployErr == nil {
-		d.monitor(cfg, bd, status, releaseName, log)
+		d.monitor(cfg, bd, status, last, lastErr, log)
 		if len(status.ModifiedStatus) > 0 && bd.Spec.CorrectDrift != nil && bd.Spec.CorrectDrift.Enabled && !bd.Spec.Paused {
 			log.WithField("modified", bundlestate.Message(&fleet.BundleDeployment{Spec: bd.Spec, Status: *status})).Info("Correcting drift")
-			deployErr = d.deploy(cfg, bd, releaseNS, releaseName, bd.Spec.CorrectDrift.Force, log)
-			d.recordDeploy(bd, status, releaseNS, releaseName, deployErr, log)
+			last, deployErr = d.deploy(cfg, bd, releaseNS, releaseName, bd.Spec.CorrectDrift.Force, log)
+			recordDeploy(bd, status, last, deployErr, log)
 			if deployErr == nil {
-				d.monitor(cfg, bd, status, releaseName, log)
+				d.monitor(cfg, bd, status, last, nil, log)
 			}
 		}
 	}
@@ -242,15 +243,15 @@ func (d *Deployer) isAgent(bd *fleet.BundleDeployment) bool {
 }
 
 // needsDeploy says whether bd's release must be installed or upgraded: its
-// deployment ID or forced sync generation is not applied yet, or the release is gone.
-func (d *Deployer) needsDeploy(cfg *action.Configuration, bd *fleet.BundleDeployment, releaseName string) bool {
+// deployment ID or forced sync generation is not applied yet, or the release (last,
+// as read with err) is gone.
+func needsDeploy(bd *fleet.BundleDeployment, last *release.Release, err error) bool {
 	if bd.Status.AppliedDeploymentID != bd.Spec.DeploymentID {
 		return true
 	}
 	if gen := bd.Status.SyncGeneration; gen == nil || *gen != bd.Spec.Options.ForceSyncGeneration {
 		return true
 	}
-	last, err := cfg.Releases.Last(releaseName)
 	// Someone else may have installed or upgraded the release since (helm upgrade by
 	// hand, the hub redeploying an imported cluster's agent): apply the bundle again.
 	return err != nil || last.Info.Status != release.StatusDeployed || last.Labels[names.DeploymentIDLabel] != deploymentLabel(bd)
@@ -267,7 +268,8 @@ func releaseLabels(bd *fleet.BundleDeployment) map[string]string {
 	return map[string]string{names.BundleDeploymentLabel: bd.Name, names.DeploymentIDLabel: deploymentLabel(bd)}
 }
 
-func (d *Deployer) recordDeploy(bd *fleet.BundleDeployment, status *fleet.BundleDeploymentStatus, ns, name string, err error, log logrus.FieldLogger) {
+// recordDeploy puts the outcome of a deployment, rel or err, into status.
+func recordDeploy(bd *fleet.BundleDeployment, status *fleet.BundleDeploymentStatus, rel *release.Release, err error, log logrus.FieldLogger) {
 	if err != nil {
 		metrics.Deployments.WithLabelValues("failed").Inc()
 		log.WithError(err).Warn("Deployment failed; will retry")
@@ -280,20 +282,15 @@ func (d *Deployer) recordDeploy(bd *fleet.BundleDeployment, status *fleet.Bundle
 	status.SyncGeneration = &gen
 	status.AppliedDeploymentID = bd.Spec.DeploymentID
 	conditions.Set(&status.Conditions, ConditionDeployed, corev1.ConditionTrue, "", "")
-	cfg, cerr := d.config(ns)
-	if cerr == nil {
-		if last, lerr := cfg.Releases.Last(name); lerr == nil {
-			status.Release = fmt.Sprintf("%s/%s:%d", ns, name, last.Version)
-		}
-	}
+	status.Release = fmt.Sprintf("%s/%s:%d", rel.Namespace, rel.Name, rel.Version)
 	log.WithField("release", status.Release).Info("Deployed")
 }
 
-// monitor fills status with the readiness and drift of the release's objects.
-func (d *Deployer) monitor(cfg *action.Configuration, bd *fleet.BundleDeployment, status *fleet.BundleDeploymentStatus, releaseName string, log logrus.FieldLogger) {
-	rel, err := cfg.Releases.Last(releaseName)
-	if err != nil {
-		conditions.Set(&status.Conditions, ConditionMonitored, corev1.ConditionFalse, "NoRelease", fmt.Sprintf("reading release %s: %v", releaseName, err))
+// monitor fills status with the readiness and drift of the objects of rel (read with
+// readErr).
+func (d *Deployer) monitor(cfg *action.Configuration, bd *fleet.BundleDeployment, status *fleet.BundleDeploymentStatus, rel *release.Release, readErr error, log logrus.FieldLogger) {
+	if readErr != nil || rel == nil {
+		conditions.Set(&status.Conditions, ConditionMonitored, corev1.ConditionFalse, "NoRelease", fmt.Sprintf("reading the release of %s: %v", bd.Name, readErr))
 		status.Ready = false
 		return
 	}
@@ -335,41 +332,41 @@ func display(bd *fleet.BundleDeployment, status *fleet.BundleDeploymentStatus) {
 
 // deploy installs or upgrades bd's release. The Helm operation runs to its end even
 // when the agent is asked to stop meanwhile.
-func (d *Deployer) deploy(cfg *action.Configuration, bd *fleet.BundleDeployment, ns, name string, force bool, log logrus.FieldLogger) error {
+func (d *Deployer) deploy(cfg *action.Configuration, bd *fleet.BundleDeployment, ns, name string, force bool, log logrus.FieldLogger) (*release.Release, error) {
 	if !d.ops.begin() {
-		return errStopping
+		return nil, errStopping
 	}
 	defer d.ops.end()
 	ctx, cancel := context.WithTimeout(context.Background(), d.timeout(bd)+30*time.Second)
 	defer cancel()
 
-	c, err := d.Hub.FleetV1alpha1().Contents().Get(ctx, contentName(bd.Spec.DeploymentID), metav1.GetOptions{})
+	c, err := d.Hub.FleetV1alpha1().Contents().Get(ctx, target.ContentName(bd.Spec.DeploymentID), metav1.GetOptions{})
 	if err != nil {
-		return fmt.Errorf("fetching Content %s: %w", contentName(bd.Spec.DeploymentID), err)
+		return nil, fmt.Errorf("fetching Content %s: %w", target.ContentName(bd.Spec.DeploymentID), err)
 	}
 	resources, err := content.Resources(c)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	files, err := content.Files(resources)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	opts := bd.Spec.Options
 	chrt, err := Chart(files, opts, name)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	extra, err := d.valuesFrom(ctx, opts)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	values, err := Values(files, opts, extra)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := d.invalidateDiscovery(cfg); err != nil {
-		return err
+		return nil, err
 	}
 
 	last, err := cfg.Releases.Last(name)
@@ -377,7 +374,7 @@ func (d *Deployer) deploy(cfg *action.Configuration, bd *fleet.BundleDeployment,
 	case errors.Is(err, driver.ErrReleaseNotFound):
 		return d.install(ctx, cfg, bd, ns, name, chrt, values)
 	case err != nil:
-		return fmt.Errorf("reading release %s/%s: %w", ns, name, err)
+		return nil, fmt.Errorf("reading release %s/%s: %w", ns, name, err)
 	}
 	if last.Info.Status.IsPending() {
 		// Only this agent deploys here, and it is not busy with this release: an earlier
@@ -385,7 +382,7 @@ func (d *Deployer) deploy(cfg *action.Configuration, bd *fleet.BundleDeployment,
 		log.WithField("status", last.Info.Status).Warn("Release left pending by an interrupted operation; marking it failed")
 		last.SetStatus(release.StatusFailed, "interrupted: the agent stopped during this operation")
 		if err := cfg.Releases.Update(last); err != nil {
-			return fmt.Errorf("recovering release %s/%s from %s: %w", ns, name, last.Info.Status, err)
+			return nil, fmt.Errorf("recovering release %s/%s from %s: %w", ns, name, last.Info.Status, err)
 		}
 	}
 	if d.isAgent(bd) {
@@ -406,13 +403,14 @@ func (d *Deployer) deploy(cfg *action.Configuration, bd *fleet.BundleDeployment,
 	up.EnableDNS = !helm.DisableDNS
 	up.MaxHistory = maxHistory(helm)
 	up.Labels = releaseLabels(bd)
-	if _, err := up.RunWithContext(ctx, name, chrt, values); err != nil {
-		return fmt.Errorf("upgrading release %s/%s: %w", ns, name, err)
+	rel, err := up.RunWithContext(ctx, name, chrt, values)
+	if err != nil {
+		return nil, fmt.Errorf("upgrading release %s/%s: %w", ns, name, err)
 	}
-	return nil
+	return rel, nil
 }
 
-func (d *Deployer) install(ctx context.Context, cfg *action.Configuration, bd *fleet.BundleDeployment, ns, name string, chrt *chart.Chart, values map[string]interface{}) error {
+func (d *Deployer) install(ctx context.Context, cfg *action.Configuration, bd *fleet.BundleDeployment, ns, name string, chrt *chart.Chart, values map[string]interface{}) (*release.Release, error) {
 	helm := helmOptions(bd.Spec.Options)
 	in := action.NewInstall(cfg)
 	in.ReleaseName = name
@@ -427,12 +425,13 @@ func (d *Deployer) install(ctx context.Context, cfg *action.Configuration, bd *f
 	in.EnableDNS = !helm.DisableDNS
 	in.Labels = releaseLabels(bd)
 	if err := d.ensureNamespace(ctx, ns, bd.Spec.Options); err != nil {
-		return err
+		return nil, err
 	}
-	if _, err := in.RunWithContext(ctx, chrt, values); err != nil {
-		return fmt.Errorf("installing release %s/%s: %w", ns, name, err)
+	rel, err := in.RunWithContext(ctx, chrt, values)
+	if err != nil {
+		return nil, fmt.Errorf("installing release %s/%s: %w", ns, name, err)
 	}
-	return nil
+	return rel, nil
 }
 
 // ensureNamespace creates the release's namespace with the Bundle's namespace labels
@@ -491,11 +490,6 @@ func (d *Deployer) timeout(bd *fleet.BundleDeployment) time.Duration {
 		return time.Duration(h.TimeoutSeconds) * time.Second
 	}
 	return 5 * time.Minute
-}
-
-func contentName(deploymentID string) string {
-	name, _, _ := strings.Cut(deploymentID, ":")
-	return name
 }
 
 // registrationKeys are the agent chart's values that only an installation needs. The

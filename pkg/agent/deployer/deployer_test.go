@@ -64,7 +64,7 @@ func TestPendingReleaseIsRecovered(t *testing.T) {
 	if err := cfg.Releases.Create(stuck); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.deploy(cfg, bd, "app", "app", false, d.Log); err != nil {
+	if _, err := d.deploy(cfg, bd, "app", "app", false, d.Log); err != nil {
 		t.Fatalf("deploy over a pending release: %v", err)
 	}
 	history, err := cfg.Releases.History("app")
@@ -99,7 +99,7 @@ func TestStoppingWaitsForOperations(t *testing.T) {
 	}
 	d.ops.end()
 	<-stopped
-	if err := d.deploy(memoryConfig(), bd, "app", "app", false, d.Log); err != errStopping {
+	if _, err := d.deploy(memoryConfig(), bd, "app", "app", false, d.Log); err != errStopping {
 		t.Errorf("deploy after Wait: %v, want errStopping", err)
 	}
 }

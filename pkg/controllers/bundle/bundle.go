@@ -93,14 +93,8 @@ func AddIndexers(cache fleetcontrollers.BundleDeploymentCache) {
 		return []string{ns + "/" + name}, nil
 	})
 	cache.AddIndexer(ByContent, func(bd *fleet.BundleDeployment) ([]string, error) {
-		return []string{ContentOf(bd.Spec.DeploymentID)}, nil
+		return []string{target.ContentName(bd.Spec.DeploymentID)}, nil
 	})
-}
-
-// ContentOf is the Content name within a deployment ID.
-func ContentOf(deploymentID string) string {
-	name, _, _ := strings.Cut(deploymentID, ":")
-	return name
 }
 
 func (h *handler) onChange(_ string, bundle *fleet.Bundle) (*fleet.Bundle, error) {

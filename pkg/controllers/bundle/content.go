@@ -11,6 +11,7 @@ import (
 	fleet "github.com/flotilla/flotilla/pkg/apis/fleet.cattle.io/v1alpha1"
 	fleetcontrollers "github.com/flotilla/flotilla/pkg/generated/controllers/fleet.cattle.io/v1alpha1"
 	"github.com/flotilla/flotilla/pkg/names"
+	"github.com/flotilla/flotilla/pkg/target"
 )
 
 // contentGrace is how long an unreferenced Content is kept: a Bundle writes its
@@ -32,7 +33,7 @@ func RegisterContents(ctx context.Context, contents fleetcontrollers.ContentCont
 	// References change as BundleDeployments do; batch the recounts.
 	deployments.OnChange(ctx, "content-references", func(_ string, bd *fleet.BundleDeployment) (*fleet.BundleDeployment, error) {
 		if bd != nil {
-			if name := ContentOf(bd.Spec.DeploymentID); name != "" {
+			if name := target.ContentName(bd.Spec.DeploymentID); name != "" {
 				contents.EnqueueAfter(name, 2*time.Second)
 			}
 		}
