@@ -17,6 +17,8 @@ import (
 	"github.com/flotilla/flotilla/pkg/controllers"
 	"github.com/flotilla/flotilla/pkg/controlplane"
 	"github.com/flotilla/flotilla/pkg/hub"
+	"github.com/flotilla/flotilla/pkg/leader"
+	"github.com/flotilla/flotilla/pkg/names"
 	"github.com/flotilla/flotilla/pkg/signals"
 	"github.com/flotilla/flotilla/pkg/version"
 )
@@ -78,6 +80,7 @@ func newRootCommand() *cobra.Command {
 		burst       int
 		debug       bool
 		settings    = controllers.DefaultSettings()
+		election    = leader.DefaultConfig(names.SystemNamespace, names.HubLease)
 	)
 	cmd := &cobra.Command{
 		Use:   "hub",
@@ -118,7 +121,12 @@ cluster instead, installing or updating the fleet.cattle.io CRDs there itself.`,
 				MetricsBindAddress:     metricsAddr,
 				QPS:                    qps,
 				Burst:                  burst,
+				LeaderElection:         election,
 				Announce:               announceHub,
+			}
+			if !(election.RetryPeriod > 0 && election.RetryPeriod < election.RenewDeadline && election.RenewDeadline < election.LeaseDuration) {
+				return fmt.Errorf("leader election needs 0 < --leader-elect-retry-period (%s) < --leader-elect-renew-deadline (%s) < --leader-elect-lease-duration (%s)",
+					election.RetryPeriod, election.RenewDeadline, election.LeaseDuration)
 			}
 			ctx := signals.Context()
 			if opts.Embedded() {
@@ -140,6 +148,9 @@ cluster instead, installing or updating the fleet.cattle.io CRDs there itself.`,
 	cmd.Flags().Float32Var(&qps, "kube-api-qps", 500, "requests per second the hub may send to the Kubernetes API")
 	cmd.Flags().IntVar(&burst, "kube-api-burst", 1000, "burst of requests the hub may send to the Kubernetes API")
 	cmd.Flags().StringVar(&healthProbe, "health-probe-bind-address", ":8081", "address of the /healthz and /readyz endpoints; 0 turns them off")
+	cmd.Flags().DurationVar(&election.LeaseDuration, "leader-elect-lease-duration", election.LeaseDuration, "how long standby replicas wait after the leader's last renewal before taking over")
+	cmd.Flags().DurationVar(&election.RenewDeadline, "leader-elect-renew-deadline", election.RenewDeadline, "how long the leader keeps trying to renew its Lease before it stops leading")
+	cmd.Flags().DurationVar(&election.RetryPeriod, "leader-elect-retry-period", election.RetryPeriod, "how often replicas try to acquire or renew the Lease")
 	cmd.Flags().StringVar(&metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus /metrics endpoint; 0 turns it off")
 	cp.register(cmd, defaultDataDir("flotilla"), 6443)
 	cmd.AddCommand(newControlPlaneCommand(), newTokenCommand(), newClusterCommand())
@@ -147,7 +158,10 @@ cluster instead, installing or updating the fleet.cattle.io CRDs there itself.`,
 }
 
 func newControlPlaneCommand() *cobra.Command {
-	var cp controlPlaneFlags
+	var (
+		cp       controlPlaneFlags
+		simulate bool
+	)
 	cmd := &cobra.Command{
 		Use:   "controlplane",
 		Short: "Run only an embedded Kubernetes control plane (a local downstream cluster)",
@@ -161,10 +175,11 @@ to try Flotilla on one machine.`,
 				return err
 			}
 			logrus.WithField("dataDir", cpConfig.DataDir).Info("Starting the control plane")
-			return hub.ControlPlaneOnly(signals.Context(), cpConfig, announceControlPlane)
+			return hub.ControlPlaneOnly(signals.Context(), cpConfig, simulate, announceControlPlane)
 		},
 	}
 	cp.register(cmd, defaultDataDir("flotilla-downstream"), 6444)
+	cmd.Flags().BoolVar(&simulate, "simulate-workloads", false, "report every Deployment and StatefulSet rolled out and available, as the kubelets this control plane lacks would once its Pods ran (nothing runs); for trying Flotilla with agents run as processes")
 	return cmd
 }
 

@@ -38,7 +38,7 @@ func StartAgent(t testing.TB, ds *Cluster) *Process {
 // StartAgentIn runs an agent whose Secrets and ConfigMap are in namespace of ds.
 func StartAgentIn(t testing.TB, ds *Cluster, namespace string) *Process {
 	t.Helper()
-	logDir := shortTempDir(t, "flt-agent-")
+	logDir := ShortTempDir(t, "flt-agent-")
 	p := startProcess(t, "agent of "+ds.Name+"/"+namespace, filepath.Join(logDir, "agent.log"), filepath.Join(BinDir(t), "agent"),
 		"--kubeconfig", ds.Kubeconfig, "--namespace", namespace)
 	StandInForAgentPod(t, ds, namespace, p.Exited())
@@ -82,7 +82,7 @@ func (h *Hub) CreateToken(namespace, name, ttl string) string {
 		values = string(decoded)
 		return true, nil
 	})
-	path := filepath.Join(shortTempDir(h.t, "flt-values-"), "values.yaml")
+	path := filepath.Join(ShortTempDir(h.t, "flt-values-"), "values.yaml")
 	if err := os.WriteFile(path, []byte(values), 0o600); err != nil {
 		h.t.Fatal(err)
 	}

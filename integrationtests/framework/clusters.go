@@ -56,7 +56,7 @@ func StartHubOn(t testing.TB, cluster *Cluster, extraArgs ...string) *Hub {
 	metricsAddr := "127.0.0.1:" + strconv.Itoa(freePort(t))
 	h.MetricsURL = "http://" + metricsAddr + "/metrics"
 	args := append([]string{"--kubeconfig", cluster.Kubeconfig, "--health-probe-bind-address", healthAddr, "--metrics-bind-address", metricsAddr}, extraArgs...)
-	h.Process = startProcess(t, h.Name, filepath.Join(shortTempDir(t, "flt-hubon-"), "hub.log"), filepath.Join(BinDir(t), "hub"), args...)
+	h.Process = startProcess(t, h.Name, filepath.Join(ShortTempDir(t, "flt-hubon-"), "hub.log"), filepath.Join(BinDir(t), "hub"), args...)
 	h.WaitReady()
 	return h
 }
@@ -87,7 +87,7 @@ func (h *Hub) WaitReady() {
 func (h *Hub) Restart() {
 	h.t.Helper()
 	if err := h.Process.Stop(); err != nil {
-		h.t.Fatalf("stopping the hub: %v\n%s", err, tail(h.Process.logPath, 40))
+		h.t.Fatalf("stopping the hub: %v\n%s", err, Tail(h.Process.logPath, 40))
 	}
 	h.Process.Restart()
 	h.WaitReady()
@@ -105,7 +105,7 @@ func StartControlPlane(t testing.TB, name string) *Cluster {
 }
 
 func newCluster(t testing.TB, name, dirPrefix string) Cluster {
-	dir := shortTempDir(t, dirPrefix)
+	dir := ShortTempDir(t, dirPrefix)
 	return Cluster{
 		Name:       name,
 		DataDir:    dir,

@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/flotilla/flotilla/pkg/controlplane"
 )
 
 // StandInForAgentPod does for the downstream fleet-agent Deployment what the
@@ -35,18 +35,7 @@ func StandInForAgentPod(t testing.TB, ds *Cluster, namespace string, stopped <-c
 			if err != nil || d.Status.ObservedGeneration == d.Generation {
 				continue
 			}
-			replicas := int32(1)
-			if d.Spec.Replicas != nil {
-				replicas = *d.Spec.Replicas
-			}
-			now := metav1.Now()
-			d.Status = appsv1.DeploymentStatus{
-				ObservedGeneration: d.Generation, Replicas: replicas, UpdatedReplicas: replicas, ReadyReplicas: replicas, AvailableReplicas: replicas,
-				Conditions: []appsv1.DeploymentCondition{
-					{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue, Reason: "MinimumReplicasAvailable", LastUpdateTime: now, LastTransitionTime: now},
-					{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionTrue, Reason: "NewReplicaSetAvailable", LastUpdateTime: now, LastTransitionTime: now},
-				},
-			}
+			d.Status = controlplane.RolledOutDeploymentStatus(d, time.Now())
 			_, _ = client.AppsV1().Deployments(namespace).UpdateStatus(ctx, d, metav1.UpdateOptions{})
 		}
 	}()

@@ -63,7 +63,7 @@ func startProcess(t testing.TB, name, logPath, bin string, args ...string) *Proc
 	t.Cleanup(func() {
 		p.Stop()
 		if t.Failed() {
-			t.Logf("last lines of the %s log (%s):\n%s", p.name, p.logPath, tail(p.logPath, 40))
+			t.Logf("last lines of the %s log (%s):\n%s", p.name, p.logPath, Tail(p.logPath, 40))
 		}
 	})
 	return p
@@ -140,7 +140,8 @@ func (p *Process) Log() string {
 	return string(data)
 }
 
-func tail(path string, lines int) string {
+// Tail is the last lines of the file at path (or why it cannot be read).
+func Tail(path string, lines int) string {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return err.Error()
@@ -163,9 +164,9 @@ func freePort(t testing.TB) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-// shortTempDir is a test directory with a short path: etcd's Unix sockets live in
+// ShortTempDir is a test directory with a short path: etcd's Unix sockets live in
 // it, and socket paths are limited to about 100 characters.
-func shortTempDir(t testing.TB, prefix string) string {
+func ShortTempDir(t testing.TB, prefix string) string {
 	t.Helper()
 	dir, err := os.MkdirTemp("", prefix)
 	if err != nil {

@@ -278,6 +278,16 @@ func TestReRegisteringLeavesOneSetOfObjects(t *testing.T) {
 		previous = current
 	}
 
+	// The Cluster tells why its credential changed.
+	framework.Eventually(t, "a Reregistered event on the Cluster", timeout, func(ctx context.Context) error {
+		events, err := hub.Client().CoreV1().Events(first.ClusterNamespace).List(ctx, metav1.ListOptions{
+			FieldSelector: "involvedObject.kind=Cluster,involvedObject.name=" + first.ClusterName + ",reason=Reregistered"})
+		if err != nil || len(events.Items) == 0 {
+			return fmt.Errorf("none yet (%v)", err)
+		}
+		return nil
+	})
+
 	// The identity of the first registration no longer works (the API server caches a
 	// token's validity for 10 seconds).
 	_, oldFleet := asIdentity(t, hub, first.Token)

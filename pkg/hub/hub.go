@@ -44,9 +44,26 @@ type Options struct {
 	// MetricsBindAddress is where /metrics is served; "0" turns it off. Every
 	// replica serves it, leading or not.
 	MetricsBindAddress string
+	// LeaderElection times the hub's Lease; zero fields take leader.DefaultConfig's.
+	LeaderElection leader.Config
 	// Announce is called once the embedded control plane is ready, to tell the user
 	// where its kubeconfig is.
 	Announce func(cp *controlplane.ControlPlane)
+}
+
+// leaderConfig is the Lease configuration, the defaults filling what is unset.
+func (o Options) leaderConfig() leader.Config {
+	cfg := leader.DefaultConfig(names.SystemNamespace, names.HubLease)
+	if o.LeaderElection.LeaseDuration > 0 {
+		cfg.LeaseDuration = o.LeaderElection.LeaseDuration
+	}
+	if o.LeaderElection.RenewDeadline > 0 {
+		cfg.RenewDeadline = o.LeaderElection.RenewDeadline
+	}
+	if o.LeaderElection.RetryPeriod > 0 {
+		cfg.RetryPeriod = o.LeaderElection.RetryPeriod
+	}
+	return cfg
 }
 
 // Embedded reports whether these options start an embedded control plane.
@@ -141,7 +158,7 @@ func Run(ctx context.Context, opts Options) error {
 			cancel()
 		}()
 	}
-	electionErr := leader.Run(ctx, client, leader.DefaultConfig(names.SystemNamespace, names.HubLease), func(ctx context.Context) {
+	electionErr := leader.Run(ctx, client, opts.leaderConfig(), func(ctx context.Context) {
 		if err := manager.Start(ctx); err != nil {
 			logrus.WithError(err).Error("Controllers failed to start")
 		}
@@ -184,10 +201,21 @@ func ensureNamespaces(ctx context.Context, client kubernetes.Interface, namespac
 
 // ControlPlaneOnly runs just the embedded control plane until ctx ends: a local
 // downstream cluster for trying Flotilla on one machine, and for tests.
-func ControlPlaneOnly(ctx context.Context, cfg controlplane.Config, announce func(*controlplane.ControlPlane)) error {
+func ControlPlaneOnly(ctx context.Context, cfg controlplane.Config, simulateWorkloads bool, announce func(*controlplane.ControlPlane)) error {
 	cp, err := controlplane.Start(ctx, cfg)
 	if err != nil {
 		return err
+	}
+	if simulateWorkloads {
+		restConfig, err := kubeconfig.Load(cp.AdminKubeconfig)
+		if err != nil {
+			return err
+		}
+		client, err := kubernetes.NewForConfig(restConfig)
+		if err != nil {
+			return err
+		}
+		go controlplane.SimulateWorkloads(ctx, client)
 	}
 	if announce != nil {
 		announce(cp)

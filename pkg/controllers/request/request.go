@@ -190,6 +190,10 @@ func (h *handler) grant(ctx context.Context, req *fleet.ClusterRegistrationReque
 		if err := h.sweepCredentials(req.Spec.ClientID, req.Name); err != nil {
 			return "", err
 		}
+		// The one registration event on the Cluster itself: a new credential replaced
+		// the one its agent had (a reinstall, or an agent that lost its identity).
+		h.events.Eventf(cluster, corev1.EventTypeNormal, "Reregistered",
+			"The agent registered again (ClusterRegistrationRequest %s, token %s); the credentials it had before were revoked", req.Name, tokenName)
 	}
 	return cluster.Name, nil
 }

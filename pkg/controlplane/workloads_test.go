@@ -1,0 +1,54 @@
+package controlplane
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes/fake"
+)
+
+func TestSimulateWorkloadsRollsOutEachGeneration(t *testing.T) {
+	three := int32(3)
+	client := fake.NewClientset(
+		&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", Generation: 2}, Spec: appsv1.DeploymentSpec{Replicas: &three}},
+		&appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "db", Generation: 1}},
+	)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { SimulateWorkloads(ctx, client); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		d, err := client.AppsV1().Deployments("ns").Get(ctx, "web", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		s, err := client.AppsV1().StatefulSets("ns").Get(ctx, "db", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		return d.Status.ObservedGeneration == 2 && d.Status.AvailableReplicas == 3 &&
+			s.Status.ObservedGeneration == 1 && s.Status.ReadyReplicas == 1, nil
+	})
+	if err != nil {
+		t.Fatalf("the workloads were not reported rolled out: %v", err)
+	}
+
+	// A new generation is rolled out too.
+	d, _ := client.AppsV1().Deployments("ns").Get(ctx, "web", metav1.GetOptions{})
+	d.Generation = 3
+	if _, err := client.AppsV1().Deployments("ns").Update(ctx, d, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		d, err := client.AppsV1().Deployments("ns").Get(ctx, "web", metav1.GetOptions{})
+		return err == nil && d.Status.ObservedGeneration == 3, err
+	})
+	if err != nil {
+		t.Fatalf("generation 3 was not reported rolled out: %v", err)
+	}
+}
