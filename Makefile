@@ -41,7 +41,7 @@ IMAGES_DIR       ?= $(BIN)/images
 IMAGE_REPOSITORY ?= flotilla
 IMAGE_TAG        ?= $(shell sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\}$$/\1/p' charts/fleet-like/hub/Chart.yaml)
 
-.PHONY: all build run images image-tarballs skopeo controlplane test unit integration generate verify-generate tools helm controller-gen lint clean
+.PHONY: all build run bench images image-tarballs skopeo controlplane test unit integration generate verify-generate tools helm controller-gen lint clean
 
 all: build
 
@@ -49,6 +49,7 @@ build:
 	mkdir -p $(BIN)
 	go build -ldflags '$(LDFLAGS)' -o $(BIN)/hub ./cmd/hub
 	go build -ldflags '$(LDFLAGS)' -o $(BIN)/agent ./cmd/agent
+	go build -o $(BIN)/bench ./cmd/bench
 
 ## images: OCI image tarballs of the hub and the agent in $(IMAGES_DIR), without a
 ## container engine (hack/images, go-containerregistry); `docker load -i` or
@@ -58,6 +59,12 @@ images: build
 
 image-tarballs:
 	cd hack/images && go run . --out $(IMAGES_DIR) --repository $(IMAGE_REPOSITORY) --tag $(IMAGE_TAG) $(BIN)/hub $(BIN)/agent
+
+## bench: CLUSTERS simulated agents register with a hub at once, then get a Bundle;
+## prints a table and writes bench-results/bench-$(CLUSTERS).json (docs/scale.md).
+CLUSTERS ?= 100
+bench: build
+	$(BIN)/bench --clusters $(CLUSTERS) --bin $(BIN) $(BENCH_FLAGS)
 
 ## run: start a hub with an embedded control plane; data in $(DATA_DIR).
 run: build

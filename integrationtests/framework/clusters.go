@@ -65,7 +65,7 @@ func StartHubOn(t testing.TB, cluster *Cluster, extraArgs ...string) *Hub {
 // CRDs are established and its system namespaces exist.
 func (h *Hub) WaitReady() {
 	h.t.Helper()
-	waitFor(h.t, h.Name+" /readyz", startTimeout, h.Process.Exited(), func(ctx context.Context) (bool, error) {
+	waitFor(h.t, h.Name+" /readyz", startTimeout, h.Process, func(ctx context.Context) (bool, error) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, h.HealthURL+"/readyz", nil)
 		if err != nil {
 			return false, err

@@ -183,12 +183,18 @@ func ShortTempDir(t testing.TB, prefix string) string {
 }
 
 // waitFor polls cond every interval until it returns true or timeout passes, failing
-// the test with the last error cond gave.
-func waitFor(t testing.TB, what string, timeout time.Duration, exited <-chan struct{}, cond func(ctx context.Context) (bool, error)) {
+// the test with the last error cond gave. When p (which may be nil) is what is awaited
+// and the wait times out, p is sent SIGQUIT first so that its log ends with the Go
+// runtime's dump of every goroutine: a process that hangs tells where.
+func waitFor(t testing.TB, what string, timeout time.Duration, p *Process, cond func(ctx context.Context) (bool, error)) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	var lastErr error
+	var exited <-chan struct{}
+	if p != nil {
+		exited = p.exited
+	}
 	for {
 		ok, err := cond(ctx)
 		if ok {
@@ -201,6 +207,14 @@ func waitFor(t testing.TB, what string, timeout time.Duration, exited <-chan str
 		case <-exited:
 			t.Fatalf("waiting for %s: the process exited", what)
 		case <-ctx.Done():
+			if p != nil {
+				_ = p.cmd.Process.Signal(syscall.SIGQUIT)
+				select {
+				case <-p.exited:
+				case <-time.After(5 * time.Second):
+				}
+				t.Fatalf("waiting for %s: timed out after %s (last error: %v); its goroutines are dumped at the end of %s", what, timeout, lastErr, p.logPath)
+			}
 			t.Fatalf("waiting for %s: timed out after %s (last error: %v)", what, timeout, lastErr)
 		case <-time.After(100 * time.Millisecond):
 		}
@@ -282,7 +296,7 @@ func run(stdin, name string, args ...string) (string, error) {
 // waitAPIReady waits until the API server of c answers /readyz.
 func (c *Cluster) waitAPIReady(timeout time.Duration) {
 	c.t.Helper()
-	waitFor(c.t, c.Name+" API server", timeout, c.Process.Exited(), func(ctx context.Context) (bool, error) {
+	waitFor(c.t, c.Name+" API server", timeout, c.Process, func(ctx context.Context) (bool, error) {
 		if _, err := os.Stat(c.Kubeconfig); err != nil {
 			return false, err
 		}

@@ -1,0 +1,88 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
+
+	fleet "github.com/flotilla/flotilla/pkg/apis/fleet.cattle.io/v1alpha1"
+)
+
+// writeVerbs are the verbs of apiserver_request_total that change something.
+var writeVerbs = map[string]bool{"POST": true, "PUT": true, "PATCH": true, "DELETE": true, "DELETECOLLECTION": true, "APPLY": true}
+
+// apiWrites reads the API server's own request counter: writes by "VERB resource",
+// and their sum as "total". Every client's writes count: the hub's, the agents', the
+// control plane's controllers' and the benchmark's own.
+func apiWrites(ctx context.Context, kube kubernetes.Interface) (map[string]float64, error) {
+	raw, err := kube.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading the API server's /metrics: %w", err)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(bytes.NewReader(raw))
+	if err != nil {
+		return nil, fmt.Errorf("parsing the API server's /metrics: %w", err)
+	}
+	family, ok := families["apiserver_request_total"]
+	if !ok {
+		return nil, errNoMetrics
+	}
+	out := map[string]float64{}
+	for _, m := range family.GetMetric() {
+		labels := map[string]string{}
+		for _, l := range m.GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		if !writeVerbs[labels["verb"]] {
+			continue
+		}
+		resource := labels["resource"]
+		if sub := labels["subresource"]; sub != "" {
+			resource += "/" + sub
+		}
+		v := m.GetCounter().GetValue()
+		out[labels["verb"]+" "+resource] += v
+		out["total"] += v
+	}
+	return out, nil
+}
+
+// countedKinds are the kinds a registration and a Bundle create.
+var countedKinds = map[string]schema.GroupVersionResource{
+	"Namespace":                  {Version: "v1", Resource: "namespaces"},
+	"Secret":                     {Version: "v1", Resource: "secrets"},
+	"ServiceAccount":             {Version: "v1", Resource: "serviceaccounts"},
+	"ConfigMap":                  {Version: "v1", Resource: "configmaps"},
+	"Event":                      {Version: "v1", Resource: "events"},
+	"Role":                       {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "roles"},
+	"RoleBinding":                {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "rolebindings"},
+	"ClusterRole":                {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterroles"},
+	"ClusterRoleBinding":         {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterrolebindings"},
+	"Cluster":                    fleet.SchemeGroupVersion.WithResource("clusters"),
+	"ClusterRegistrationRequest": fleet.SchemeGroupVersion.WithResource("clusterregistrationrequests"),
+	"ClusterRegistrationToken":   fleet.SchemeGroupVersion.WithResource("clusterregistrationtokens"),
+	"Bundle":                     fleet.SchemeGroupVersion.WithResource("bundles"),
+	"BundleDeployment":           fleet.SchemeGroupVersion.WithResource("bundledeployments"),
+	"Content":                    fleet.SchemeGroupVersion.WithResource("contents"),
+}
+
+// countObjects counts the objects of countedKinds.
+func countObjects(ctx context.Context, meta metadata.Interface) (map[string]float64, error) {
+	out := map[string]float64{}
+	for kind, gvr := range countedKinds {
+		list, err := meta.Resource(gvr).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("counting %s: %w", kind, err)
+		}
+		out[kind] = float64(len(list.Items))
+	}
+	return out, nil
+}

@@ -1,0 +1,484 @@
+// Command bench measures a hub at fleet scale: it starts a control plane ("hub
+// controlplane") and a hub against it ("hub --kubeconfig", so that the hub's own CPU
+// and memory are measured apart from the API server's), creates a registration token,
+// registers N simulated agents at once (the real registration and check-in code, with
+// in-memory downstream clusters), then deploys a Bundle to all N clusters. It prints a
+// table and writes the numbers as JSON.
+//
+//	make bench CLUSTERS=1000
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/yaml"
+
+	fleet "github.com/flotilla/flotilla/pkg/apis/fleet.cattle.io/v1alpha1"
+	"github.com/flotilla/flotilla/pkg/bundlestate"
+	"github.com/flotilla/flotilla/pkg/conditions"
+	"github.com/flotilla/flotilla/pkg/generated/clientset/versioned"
+	"github.com/flotilla/flotilla/pkg/hubctl"
+	"github.com/flotilla/flotilla/pkg/kubeconfig"
+	"github.com/flotilla/flotilla/pkg/names"
+	"github.com/flotilla/flotilla/pkg/registration"
+)
+
+const workspace = "bench"
+
+type options struct {
+	clusters        int
+	bin             string
+	out             string
+	timeout         time.Duration
+	checkinInterval time.Duration
+	keep            bool
+	hubArgs         stringList
+}
+
+type stringList []string
+
+func (s *stringList) String() string     { return fmt.Sprint(*s) }
+func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
+
+func main() {
+	var o options
+	flag.IntVar(&o.clusters, "clusters", 100, "simulated clusters registering at once")
+	flag.StringVar(&o.bin, "bin", "bin", "directory of the hub binary")
+	flag.StringVar(&o.out, "out", "", "JSON report file (default bench-results/bench-<clusters>.json)")
+	flag.DurationVar(&o.timeout, "timeout", 15*time.Minute, "give up after this long")
+	flag.DurationVar(&o.checkinInterval, "checkin-interval", 30*time.Second, "how often each simulated agent checks in (the agent's default)")
+	flag.BoolVar(&o.keep, "keep", false, "keep the data directory (logs, etcd) after the run")
+	flag.Var(&o.hubArgs, "hub-arg", "extra flag for the hub (repeat), e.g. --hub-arg=--workers=50")
+	flag.Parse()
+	if o.clusters < 1 {
+		fmt.Fprintln(os.Stderr, "bench: --clusters must be at least 1")
+		os.Exit(2)
+	}
+	if o.out == "" {
+		o.out = filepath.Join("bench-results", fmt.Sprintf("bench-%d.json", o.clusters))
+	}
+	logrus.SetOutput(io.Discard) // the packages' logs; the report goes to stdout
+	r, err := run(o)
+	if r != nil {
+		r.print(os.Stdout)
+		if werr := r.write(o.out); werr != nil {
+			fmt.Fprintln(os.Stderr, "bench:", werr)
+		} else {
+			fmt.Printf("\nJSON report: %s\n", o.out)
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(o options) (*report, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
+	defer cancel()
+	dir, err := os.MkdirTemp("", "flotilla-bench-")
+	if err != nil {
+		return nil, err
+	}
+	if o.keep {
+		fmt.Printf("data and logs in %s\n", dir)
+	} else {
+		defer os.RemoveAll(dir)
+	}
+	hubBin, err := filepath.Abs(filepath.Join(o.bin, "hub"))
+	if err != nil {
+		return nil, err
+	}
+
+	// The control plane, then the hub against it.
+	cpPort, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	cp, err := startProcess("control plane", filepath.Join(dir, "controlplane.log"), hubBin, "controlplane",
+		"--data-dir", filepath.Join(dir, "cp"), "--bind-address", "127.0.0.1", "--secure-port", strconv.Itoa(cpPort))
+	if err != nil {
+		return nil, err
+	}
+	defer cp.stop()
+	adminPath := filepath.Join(dir, "cp", "admin.kubeconfig")
+	if err := waitFile(ctx, adminPath, cp); err != nil {
+		return nil, err
+	}
+	admin, err := kubeconfig.Load(adminPath)
+	if err != nil {
+		return nil, err
+	}
+	admin.QPS, admin.Burst = 200, 400
+	kube, err := kubernetes.NewForConfig(admin)
+	if err != nil {
+		return nil, err
+	}
+	if err := waitAPI(ctx, kube, cp); err != nil {
+		return nil, err
+	}
+	healthPort, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	metricsPort, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	args := append([]string{"--kubeconfig", adminPath,
+		"--health-probe-bind-address", "127.0.0.1:" + strconv.Itoa(healthPort),
+		"--metrics-bind-address", "127.0.0.1:" + strconv.Itoa(metricsPort)}, o.hubArgs...)
+	hub, err := startProcess("hub", filepath.Join(dir, "hub.log"), hubBin, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer hub.stop()
+	if err := waitHTTP(ctx, fmt.Sprintf("http://127.0.0.1:%d/readyz", healthPort), hub); err != nil {
+		return nil, err
+	}
+
+	client, err := versioned.NewForConfig(admin)
+	if err != nil {
+		return nil, err
+	}
+	meta, err := metadata.NewForConfig(admin)
+	if err != nil {
+		return nil, err
+	}
+	valuesPath := filepath.Join(dir, "values.yaml")
+	if err := hubctl.CreateToken(ctx, kube, client, hubctl.TokenOptions{Namespace: workspace, Name: "bench", Output: valuesPath, Wait: 2 * time.Minute}, io.Discard); err != nil {
+		return nil, err
+	}
+	data, err := os.ReadFile(valuesPath)
+	if err != nil {
+		return nil, err
+	}
+	var values registration.Values
+	if err := yaml.Unmarshal(data, &values); err != nil {
+		return nil, fmt.Errorf("the token's values: %w", err)
+	}
+
+	r := &report{Clusters: o.clusters, Date: time.Now().UTC().Format(time.RFC3339)}
+	defer func() {
+		if u, err := hub.usage(); err == nil {
+			r.Hub = u
+		}
+	}()
+
+	// Registration.
+	readyAt := watchClusters(ctx, client)
+	writesBefore, err := apiWrites(ctx, kube)
+	if err != nil {
+		return r, err
+	}
+	objectsBefore, err := countObjects(ctx, meta)
+	if err != nil {
+		return r, err
+	}
+	cpuBefore, _ := hub.usage()
+	agents := &fleetOfAgents{}
+	for range o.clusters {
+		agents.agents = append(agents.agents, newSimulatedAgent())
+	}
+	errs := make(chan error, 1)
+	start := time.Now()
+	agents.start(ctx, values, o.checkinInterval, errs)
+
+	var credentialedAll, readyAll time.Duration
+	var writesCredentialed map[string]float64
+	// Checked every 100 ms, shown every second.
+	progress := time.NewTicker(100 * time.Millisecond)
+	defer progress.Stop()
+	show := func(format string, args ...any) {
+		if time.Now().UnixMilli()/100%10 == 0 {
+			fmt.Fprintf(os.Stderr, format, args...)
+		}
+	}
+	for credentialedAll == 0 || readyAll == 0 {
+		select {
+		case <-ctx.Done():
+			return r, fmt.Errorf("timed out: %d of %d credentialed, %d Ready (last agent error: %v)", agents.credentialedCount(), o.clusters, readyAt.count(), lastError(agents))
+		case err := <-errs:
+			return r, err
+		case <-progress.C:
+		}
+		n, ready := agents.credentialedCount(), readyAt.count()
+		show("\r%5.1fs  credentialed %d/%d  Ready %d/%d   ", time.Since(start).Seconds(), n, o.clusters, ready, o.clusters)
+		if n == o.clusters && credentialedAll == 0 {
+			credentialedAll = latest(agents, start)
+			if writesCredentialed, err = apiWrites(ctx, kube); err != nil {
+				return r, err
+			}
+		}
+		if ready >= o.clusters && readyAll == 0 {
+			readyAll = readyAt.latest().Sub(start)
+		}
+	}
+	fmt.Fprintln(os.Stderr)
+	writesReady, err := apiWrites(ctx, kube)
+	if err != nil {
+		return r, err
+	}
+	objectsAfter, err := countObjects(ctx, meta)
+	if err != nil {
+		return r, err
+	}
+	cpuAfter, _ := hub.usage()
+	r.Registration = registrationReport{
+		CredentialedAllSeconds: credentialedAll.Seconds(),
+		ReadyAllSeconds:        readyAll.Seconds(),
+		PerCluster:             percentiles(credentialedLatencies(agents, start)),
+		PerClusterReady:        percentiles(readyAt.latencies(start)),
+		WritesPerRegistration:  perCluster(diff(writesCredentialed, writesBefore), o.clusters),
+		WritesUntilReady:       perCluster(diff(writesReady, writesBefore), o.clusters),
+		ObjectsPerRegistration: perCluster(diff(objectsAfter, objectsBefore), o.clusters),
+		HubCPUSeconds:          cpuAfter.CPUSeconds - cpuBefore.CPUSeconds,
+	}
+
+	// A Bundle to every cluster.
+	bundleStart := time.Now()
+	bds := watchBundleDeployments(ctx, client, "bench")
+	if _, err := client.FleetV1alpha1().Bundles(workspace).Create(ctx, benchBundle(), metav1.CreateOptions{}); err != nil {
+		return r, err
+	}
+	var written, ready time.Duration
+	for written == 0 || ready == 0 {
+		select {
+		case <-ctx.Done():
+			return r, fmt.Errorf("timed out: %d of %d BundleDeployments written, %d Ready", bds.written(), o.clusters, bds.ready())
+		case <-progress.C:
+		}
+		w, rd := bds.written(), bds.ready()
+		show("\r%5.1fs  BundleDeployments written %d/%d  Ready %d/%d   ", time.Since(bundleStart).Seconds(), w, o.clusters, rd, o.clusters)
+		if w >= o.clusters && written == 0 {
+			written = bds.lastWritten.Sub(bundleStart)
+		}
+		if rd >= o.clusters && ready == 0 {
+			ready = bds.lastReady.Sub(bundleStart)
+		}
+	}
+	fmt.Fprintln(os.Stderr)
+	cpuBundle, _ := hub.usage()
+	r.Bundle = bundleReport{WrittenAllSeconds: written.Seconds(), ReadyAllSeconds: ready.Seconds(), HubCPUSeconds: cpuBundle.CPUSeconds - cpuAfter.CPUSeconds}
+	return r, nil
+}
+
+func lastError(f *fleetOfAgents) error {
+	for _, a := range f.agents {
+		if a.cred == nil && a.err != nil {
+			return a.err
+		}
+	}
+	return nil
+}
+
+func latest(f *fleetOfAgents, start time.Time) time.Duration {
+	var last time.Time
+	for _, a := range f.agents {
+		if a.credentialed.After(last) {
+			last = a.credentialed
+		}
+	}
+	return last.Sub(start)
+}
+
+func credentialedLatencies(f *fleetOfAgents, start time.Time) []time.Duration {
+	var out []time.Duration
+	for _, a := range f.agents {
+		out = append(out, a.credentialed.Sub(start))
+	}
+	return out
+}
+
+// clusterTimes records when each Cluster of the workspace was first Ready.
+type clusterTimes struct {
+	mu    sync.Mutex
+	ready map[string]time.Time
+}
+
+func watchClusters(ctx context.Context, client versioned.Interface) *clusterTimes {
+	t := &clusterTimes{ready: map[string]time.Time{}}
+	clusters := client.FleetV1alpha1().Clusters(workspace)
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return clusters.List(ctx, o) },
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return clusters.Watch(ctx, o)
+		},
+	}
+	seen := func(obj any) {
+		c, ok := obj.(*fleet.Cluster)
+		if !ok {
+			return
+		}
+		if cond := conditions.Get(c.Status.Conditions, fleet.ConditionReady); cond == nil || cond.Status != corev1.ConditionTrue {
+			return
+		}
+		t.mu.Lock()
+		if _, ok := t.ready[c.Name]; !ok {
+			t.ready[c.Name] = time.Now()
+		}
+		t.mu.Unlock()
+	}
+	informer := cache.NewSharedIndexInformer(lw, &fleet.Cluster{}, 0, cache.Indexers{})
+	_, _ = informer.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: seen, UpdateFunc: func(_, obj any) { seen(obj) }})
+	go informer.RunWithContext(ctx)
+	return t
+}
+
+func (t *clusterTimes) count() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.ready)
+}
+
+func (t *clusterTimes) latest() time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var last time.Time
+	for _, at := range t.ready {
+		if at.After(last) {
+			last = at
+		}
+	}
+	return last
+}
+
+func (t *clusterTimes) latencies(start time.Time) []time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []time.Duration
+	for _, at := range t.ready {
+		out = append(out, at.Sub(start))
+	}
+	return out
+}
+
+// bundleTimes follows the BundleDeployments of one Bundle.
+type bundleTimes struct {
+	mu                     sync.Mutex
+	seen, readySet         map[string]bool
+	lastWritten, lastReady time.Time
+}
+
+func watchBundleDeployments(ctx context.Context, client versioned.Interface, bundle string) *bundleTimes {
+	b := &bundleTimes{seen: map[string]bool{}, readySet: map[string]bool{}}
+	bds := client.FleetV1alpha1().BundleDeployments(metav1.NamespaceAll)
+	selector := names.BundleNameLabel + "=" + bundle
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.LabelSelector = selector
+			return bds.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.LabelSelector = selector
+			return bds.Watch(ctx, o)
+		},
+	}
+	seen := func(obj any) {
+		bd, ok := obj.(*fleet.BundleDeployment)
+		if !ok {
+			return
+		}
+		key := bd.Namespace + "/" + bd.Name
+		now := time.Now()
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if !b.seen[key] {
+			b.seen[key], b.lastWritten = true, now
+		}
+		if !b.readySet[key] && bundlestate.Of(bd) == fleet.Ready {
+			b.readySet[key], b.lastReady = true, now
+		}
+	}
+	informer := cache.NewSharedIndexInformer(lw, &fleet.BundleDeployment{}, 0, cache.Indexers{})
+	_, _ = informer.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: seen, UpdateFunc: func(_, obj any) { seen(obj) }})
+	go informer.RunWithContext(ctx)
+	return b
+}
+
+func (b *bundleTimes) written() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.seen)
+}
+
+func (b *bundleTimes) ready() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.readySet)
+}
+
+func benchBundle() *fleet.Bundle {
+	return &fleet.Bundle{
+		ObjectMeta: metav1.ObjectMeta{Name: "bench", Namespace: workspace},
+		Spec: fleet.BundleSpec{
+			BundleDeploymentOptions: fleet.BundleDeploymentOptions{DefaultNamespace: "bench"},
+			Resources:               []fleet.BundleResource{{Name: "cm.yaml", Content: "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: bench\ndata:\n  hello: world\n"}},
+			Targets:                 []fleet.BundleTarget{{ClusterSelector: &metav1.LabelSelector{MatchLabels: map[string]string{benchLabel: "true"}}}},
+		},
+	}
+}
+
+// percentiles of the latencies, in seconds.
+func percentiles(ds []time.Duration) map[string]float64 {
+	if len(ds) == 0 {
+		return nil
+	}
+	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+	at := func(p float64) float64 {
+		i := int(p*float64(len(ds))+0.5) - 1
+		i = max(0, min(i, len(ds)-1))
+		return ds[i].Seconds()
+	}
+	return map[string]float64{"p50": at(0.50), "p95": at(0.95), "p99": at(0.99), "max": ds[len(ds)-1].Seconds()}
+}
+
+func diff(after, before map[string]float64) map[string]float64 {
+	out := map[string]float64{}
+	for k, v := range after {
+		if d := v - before[k]; d != 0 {
+			out[k] = d
+		}
+	}
+	return out
+}
+
+func perCluster(counts map[string]float64, n int) map[string]float64 {
+	out := map[string]float64{}
+	for k, v := range counts {
+		out[k] = v / float64(n)
+	}
+	return out
+}
+
+func writeJSON(path string, v any) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(data, '\n'), 0o644)
+}
+
+var errNoMetrics = errors.New("the API server's /metrics has no apiserver_request_total")

@@ -1,0 +1,165 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+)
+
+// process is a hub or control plane the benchmark started.
+type process struct {
+	name   string
+	cmd    *exec.Cmd
+	log    string
+	exited chan struct{}
+}
+
+func startProcess(name, logPath, bin string, args ...string) (*process, error) {
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		return nil, fmt.Errorf("starting %s: %w", name, err)
+	}
+	p := &process{name: name, cmd: cmd, log: logPath, exited: make(chan struct{})}
+	go func() { _ = cmd.Wait(); logFile.Close(); close(p.exited) }()
+	return p, nil
+}
+
+// stop ends the process with SIGTERM, and SIGKILL after 20 s.
+func (p *process) stop() {
+	if p == nil || p.cmd.Process == nil {
+		return
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+	case <-time.After(20 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.exited
+	}
+}
+
+// usage is what the kernel accounts to a process.
+type usage struct {
+	CPUSeconds float64 `json:"cpuSeconds"`
+	// PeakRSSMiB is the resident set's high-water mark (VmHWM).
+	PeakRSSMiB float64 `json:"peakRSSMiB"`
+	RSSMiB     float64 `json:"rssMiB"`
+}
+
+// clockTicks is USER_HZ, 100 on Linux for every architecture Go supports.
+const clockTicks = 100
+
+func (p *process) usage() (usage, error) {
+	pid := p.cmd.Process.Pid
+	stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return usage{}, err
+	}
+	// Fields after the command name, which is in parentheses and may hold spaces.
+	fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+2:]))
+	if len(fields) < 13 {
+		return usage{}, fmt.Errorf("/proc/%d/stat: too few fields", pid)
+	}
+	utime, _ := strconv.ParseFloat(fields[11], 64)
+	stime, _ := strconv.ParseFloat(fields[12], 64)
+	u := usage{CPUSeconds: (utime + stime) / clockTicks}
+	status, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "status"))
+	if err != nil {
+		return usage{}, err
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		key, value, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(value), " kB"), 64)
+		if err != nil {
+			continue
+		}
+		switch key {
+		case "VmHWM":
+			u.PeakRSSMiB = kb / 1024
+		case "VmRSS":
+			u.RSSMiB = kb / 1024
+		}
+	}
+	return u, nil
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// waitHTTP waits until url answers 200.
+func waitHTTP(ctx context.Context, url string, p *process) error {
+	for {
+		resp, err := http.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-p.exited:
+			return fmt.Errorf("%s exited; see %s", p.name, p.log)
+		case <-ctx.Done():
+			return fmt.Errorf("%s did not answer %s: %w (log: %s)", p.name, url, ctx.Err(), p.log)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// waitAPI waits until the API server of p answers /readyz.
+func waitAPI(ctx context.Context, kube kubernetes.Interface, p *process) error {
+	for {
+		if _, err := kube.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx); err == nil {
+			return nil
+		}
+		select {
+		case <-p.exited:
+			return fmt.Errorf("%s exited; see %s", p.name, p.log)
+		case <-ctx.Done():
+			return fmt.Errorf("the API server of the %s was not ready: %w (log: %s)", p.name, ctx.Err(), p.log)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// waitFile waits until path exists.
+func waitFile(ctx context.Context, path string, p *process) error {
+	for {
+		if _, err := os.Stat(path); err == nil {
+			return nil
+		}
+		select {
+		case <-p.exited:
+			return fmt.Errorf("%s exited; see %s", p.name, p.log)
+		case <-ctx.Done():
+			return fmt.Errorf("%s did not write %s: %w (log: %s)", p.name, path, ctx.Err(), p.log)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
