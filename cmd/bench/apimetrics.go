@@ -18,7 +18,8 @@ import (
 // writeVerbs are the verbs of apiserver_request_total that change something.
 var writeVerbs = map[string]bool{"POST": true, "PUT": true, "PATCH": true, "DELETE": true, "DELETECOLLECTION": true, "APPLY": true}
 
-// apiWrites reads the API server's own request counter: writes by "VERB resource",
+// apiWrites reads the API server's own request counter: writes by "VERB resource"
+// (with the HTTP code when it is not a success),
 // and their sum as "total". Every client's writes count: the hub's, the agents', the
 // control plane's controllers' and the benchmark's own.
 func apiWrites(ctx context.Context, kube kubernetes.Interface) (map[string]float64, error) {
@@ -48,8 +49,12 @@ func apiWrites(ctx context.Context, kube kubernetes.Interface) (map[string]float
 		if sub := labels["subresource"]; sub != "" {
 			resource += "/" + sub
 		}
+		key := labels["verb"] + " " + resource
+		if code := labels["code"]; code != "" && code[0] != '2' {
+			key += " (" + code + ")"
+		}
 		v := m.GetCounter().GetValue()
-		out[labels["verb"]+" "+resource] += v
+		out[key] += v
 		out["total"] += v
 	}
 	return out, nil

@@ -38,6 +38,9 @@ const (
 	// RegistrationClusterRole lets a registration token create requests; it is bound
 	// in the token's namespace only.
 	RegistrationClusterRole = "flotilla-registration"
+	// CredentialPickupClusterRole lets a registration token get Secrets by name in the
+	// registration namespace; it is bound there once per token.
+	CredentialPickupClusterRole = "flotilla-credential-pickup"
 
 	// ManagedLabel marks objects the hub created and owns.
 	ManagedLabel = "fleet.cattle.io/managed"
@@ -74,6 +77,9 @@ const (
 	// BundleCleanup names the Bundle removal handler, which deletes its
 	// BundleDeployments (they live in other namespaces, out of reach of owner references).
 	BundleCleanup = "flotilla-bundle-cleanup"
+	// BundleFinalizer is the finalizer wrangler adds for the BundleCleanup handler; a
+	// Bundle the hub creates itself carries it from the start, saving an update.
+	BundleFinalizer = "wrangler.cattle.io/" + BundleCleanup
 
 	// RegistrationValuesSecretType is the type of a token's values Secret.
 	RegistrationValuesSecretType = "fleet.cattle.io/cluster-registration-values"
@@ -127,6 +133,13 @@ func ClusterNamespace(workspace, name string) string {
 // TokenServiceAccount is the ServiceAccount behind a ClusterRegistrationToken.
 func TokenServiceAccount(token string) string {
 	return Limit(token+"-registration", maxName)
+}
+
+// CredentialPickupBinding is the RoleBinding, in the registration namespace, that lets
+// the token workspace/token pick up the credentials granted to its requests.
+func CredentialPickupBinding(workspace, token string) string {
+	suffix := "-" + Hash(8, workspace, token)
+	return Limit("token-"+workspace+"-"+token, maxName-len(suffix)) + suffix
 }
 
 // CredentialSecret is the Secret in the registration namespace that hands the agent

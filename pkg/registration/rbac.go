@@ -62,22 +62,18 @@ func TokenRoleBinding(workspace, serviceAccount string) *rbacv1.RoleBinding {
 	}
 }
 
-// CredentialReader lets one token's ServiceAccount read one credential Secret: the
-// one granted to a request that token made.
-func CredentialReader(secretNamespace, secretName, tokenNamespace, tokenServiceAccount string, labels map[string]string) (*rbacv1.Role, *rbacv1.RoleBinding) {
-	meta := metav1.ObjectMeta{Name: secretName, Namespace: secretNamespace, Labels: managedLabels(labels)}
-	role := &rbacv1.Role{
-		ObjectMeta: meta,
-		Rules: []rbacv1.PolicyRule{{
-			APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{secretName}, Verbs: []string{"get"},
-		}},
+// CredentialPickup lets a registration token's ServiceAccount get, by name, the
+// credential Secrets of the registration namespace: those granted to its requests,
+// whose names only their agents know (see names.CredentialSecret).
+func CredentialPickup(registrationNamespace, workspace, token string) *rbacv1.RoleBinding {
+	return &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: names.CredentialPickupBinding(workspace, token), Namespace: registrationNamespace,
+			Labels: managedLabels(map[string]string{names.RegistrationTokenLabel: token, names.ClusterNamespaceLabel: workspace}),
+		},
+		RoleRef:  clusterRoleRef(names.CredentialPickupClusterRole),
+		Subjects: serviceAccountSubject(workspace, names.TokenServiceAccount(token)),
 	}
-	binding := &rbacv1.RoleBinding{
-		ObjectMeta: *meta.DeepCopy(),
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: secretName},
-		Subjects:   serviceAccountSubject(tokenNamespace, tokenServiceAccount),
-	}
-	return role, binding
 }
 
 // ClusterIdentityRBAC is everything a cluster identity may do, and nothing more:

@@ -6,20 +6,22 @@
 package agentbundle
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io/fs"
 	"path"
 	"sort"
 	"strings"
 
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/flotilla/flotilla/charts"
 	"github.com/flotilla/flotilla/pkg/agentchart"
 	fleet "github.com/flotilla/flotilla/pkg/apis/fleet.cattle.io/v1alpha1"
+	"github.com/flotilla/flotilla/pkg/controllers/recent"
 	fleetcontrollers "github.com/flotilla/flotilla/pkg/generated/controllers/fleet.cattle.io/v1alpha1"
 	"github.com/flotilla/flotilla/pkg/names"
 )
@@ -27,6 +29,8 @@ import (
 type handler struct {
 	bundles   fleetcontrollers.BundleController
 	resources []fleet.BundleResource
+	// created remembers the agent bundles created, until the cache shows them.
+	created recent.Created
 }
 
 // Register starts keeping agent bundles. A Cluster change that does not touch its
@@ -83,9 +87,10 @@ func (h *handler) Desired(cluster *fleet.Cluster) (*fleet.Bundle, error) {
 	namespace := agentchart.Namespace(cluster)
 	return &fleet.Bundle{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:      names.AgentBundle(cluster.Name),
-			Namespace: cluster.Namespace,
-			Labels:    map[string]string{names.ManagedLabel: "true", names.AgentBundleLabel: cluster.Name},
+			Name:       names.AgentBundle(cluster.Name),
+			Namespace:  cluster.Namespace,
+			Labels:     map[string]string{names.ManagedLabel: "true", names.AgentBundleLabel: cluster.Name},
+			Finalizers: []string{names.BundleFinalizer},
 			OwnerReferences: []metav1.OwnerReference{{
 				APIVersion: fleet.SchemeGroupVersion.String(), Kind: "Cluster", Name: cluster.Name, UID: cluster.UID,
 			}},
@@ -114,17 +119,23 @@ func (h *handler) onChange(_ string, cluster *fleet.Cluster) (*fleet.Cluster, er
 	if err != nil {
 		return cluster, fmt.Errorf("agent bundle of Cluster %s/%s: %w", cluster.Namespace, cluster.Name, err)
 	}
+	key := want.Namespace + "/" + want.Name
 	have, err := h.bundles.Cache().Get(want.Namespace, want.Name)
 	if apierrors.IsNotFound(err) {
+		if h.created.Has(key) {
+			return cluster, nil
+		}
 		if _, err := h.bundles.Create(want); err != nil && !apierrors.IsAlreadyExists(err) {
 			return cluster, fmt.Errorf("creating agent bundle %s/%s: %w", want.Namespace, want.Name, err)
 		}
+		h.created.Mark(key)
 		return cluster, nil
 	}
+	h.created.Forget(key)
 	if err != nil {
 		return cluster, err
 	}
-	if equality.Semantic.DeepEqual(have.Spec, want.Spec) && have.Labels[names.AgentBundleLabel] == cluster.Name {
+	if sameSpec(have.Spec, want.Spec) && have.Labels[names.AgentBundleLabel] == cluster.Name {
 		return cluster, nil
 	}
 	updated := have.DeepCopy()
@@ -140,4 +151,13 @@ func (h *handler) onChange(_ string, cluster *fleet.Cluster) (*fleet.Cluster, er
 		return cluster, fmt.Errorf("updating agent bundle %s/%s: %w", want.Namespace, want.Name, err)
 	}
 	return cluster, nil
+}
+
+// sameSpec compares Bundle specs in the form the API stores them, JSON: the Helm values
+// of a Bundle read back from the API are decoded from JSON, and their Go types need not
+// be those Desired builds, which DeepEqual would count as a change.
+func sameSpec(a, b fleet.BundleSpec) bool {
+	ja, errA := json.Marshal(a)
+	jb, errB := json.Marshal(b)
+	return errA == nil && errB == nil && bytes.Equal(ja, jb)
 }

@@ -17,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 
 	fleet "github.com/flotilla/flotilla/pkg/apis/fleet.cattle.io/v1alpha1"
@@ -24,6 +25,7 @@ import (
 	"github.com/flotilla/flotilla/pkg/conditions"
 	"github.com/flotilla/flotilla/pkg/content"
 	"github.com/flotilla/flotilla/pkg/controllers/clusterns"
+	"github.com/flotilla/flotilla/pkg/controllers/statuspatch"
 	fleetcontrollers "github.com/flotilla/flotilla/pkg/generated/controllers/fleet.cattle.io/v1alpha1"
 	"github.com/flotilla/flotilla/pkg/names"
 	"github.com/flotilla/flotilla/pkg/target"
@@ -126,9 +128,11 @@ func (h *handler) updateStatus(bundle *fleet.Bundle, status *fleet.BundleStatus)
 	if equality.Semantic.DeepEqual(*status, bundle.Status) {
 		return bundle, nil
 	}
-	updated := bundle.DeepCopy()
-	updated.Status = *status
-	return h.bundles.UpdateStatus(updated)
+	patch, err := statuspatch.For(bundle.Status, status)
+	if err != nil || patch == nil {
+		return bundle, err
+	}
+	return h.bundles.Patch(bundle.Namespace, bundle.Name, types.MergePatchType, patch, "status")
 }
 
 // refusal is a Bundle the hub cannot deploy as written.
@@ -383,7 +387,7 @@ func (h *handler) onDeploymentChange(_ string, bd *fleet.BundleDeployment) (*fle
 		return nil, nil
 	}
 	if ns, name := bd.Labels[names.BundleNamespaceLabel], bd.Labels[names.BundleNameLabel]; ns != "" && name != "" {
-		h.bundles.Enqueue(ns, name)
+		h.bundles.EnqueueAfter(ns, name, statuspatch.Debounce)
 	}
 	return bd, nil
 }

@@ -17,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
 
@@ -25,6 +26,7 @@ import (
 	"github.com/flotilla/flotilla/pkg/conditions"
 	"github.com/flotilla/flotilla/pkg/controllers/clusterns"
 	"github.com/flotilla/flotilla/pkg/controllers/request"
+	"github.com/flotilla/flotilla/pkg/controllers/statuspatch"
 	fleetcontrollers "github.com/flotilla/flotilla/pkg/generated/controllers/fleet.cattle.io/v1alpha1"
 	"github.com/flotilla/flotilla/pkg/names"
 )
@@ -76,7 +78,7 @@ func Register(ctx context.Context, settings Settings, clusters fleetcontrollers.
 			owner = ns.Labels
 		}
 		if owner[names.ClusterLabel] != "" {
-			clusters.Enqueue(owner[names.ClusterNamespaceLabel], owner[names.ClusterLabel])
+			clusters.EnqueueAfter(owner[names.ClusterNamespaceLabel], owner[names.ClusterLabel], statuspatch.Debounce)
 		}
 		return bd, nil
 	})
@@ -98,9 +100,11 @@ func (h *handler) onChange(_ string, cluster *fleet.Cluster) (*fleet.Cluster, er
 		return cluster, nil
 	}
 	h.announce(cluster, status)
-	updated := cluster.DeepCopy()
-	updated.Status = *status
-	return h.clusters.UpdateStatus(updated)
+	patch, err := statuspatch.For(cluster.Status, status)
+	if err != nil || patch == nil {
+		return cluster, err
+	}
+	return h.clusters.Patch(cluster.Namespace, cluster.Name, types.MergePatchType, patch, "status")
 }
 
 // onRemove deletes what the hub made for a Cluster outside its workspace's owner

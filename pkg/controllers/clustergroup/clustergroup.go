@@ -11,11 +11,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 
 	fleet "github.com/flotilla/flotilla/pkg/apis/fleet.cattle.io/v1alpha1"
 	"github.com/flotilla/flotilla/pkg/bundlestate"
 	"github.com/flotilla/flotilla/pkg/conditions"
 	"github.com/flotilla/flotilla/pkg/controllers/clusterns"
+	"github.com/flotilla/flotilla/pkg/controllers/statuspatch"
 	fleetcontrollers "github.com/flotilla/flotilla/pkg/generated/controllers/fleet.cattle.io/v1alpha1"
 	"github.com/flotilla/flotilla/pkg/target"
 )
@@ -39,7 +41,7 @@ func Register(ctx context.Context, groups fleetcontrollers.ClusterGroupControlle
 			return c, err
 		}
 		for _, g := range list {
-			groups.Enqueue(g.Namespace, g.Name)
+			groups.EnqueueAfter(g.Namespace, g.Name, statuspatch.Debounce)
 		}
 		return c, nil
 	})
@@ -108,7 +110,9 @@ func (h *handler) update(group *fleet.ClusterGroup, status *fleet.ClusterGroupSt
 	if equality.Semantic.DeepEqual(*status, group.Status) {
 		return group, nil
 	}
-	updated := group.DeepCopy()
-	updated.Status = *status
-	return h.groups.UpdateStatus(updated)
+	patch, err := statuspatch.For(group.Status, status)
+	if err != nil || patch == nil {
+		return group, err
+	}
+	return h.groups.Patch(group.Namespace, group.Name, types.MergePatchType, patch, "status")
 }

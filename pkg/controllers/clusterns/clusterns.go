@@ -12,12 +12,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	fleet "github.com/flotilla/flotilla/pkg/apis/fleet.cattle.io/v1alpha1"
+	"github.com/flotilla/flotilla/pkg/controllers/recent"
 	"github.com/flotilla/flotilla/pkg/names"
 )
 
 // Ensurer creates per-cluster namespaces that its cache does not show yet.
 type Ensurer struct {
 	Namespaces corecontrollers.NamespaceController
+	// created remembers the namespaces this process created, until the cache shows them.
+	created recent.Created
 }
 
 // Name is the per-cluster namespace of cluster.
@@ -29,6 +32,11 @@ func Name(cluster *fleet.Cluster) string {
 func (e *Ensurer) Ensure(_ context.Context, cluster *fleet.Cluster) error {
 	name := Name(cluster)
 	if _, err := e.Namespaces.Cache().Get(name); err == nil {
+		e.created.Forget(name)
+		return nil
+	}
+	defer e.created.Lock(name)()
+	if e.created.Has(name) {
 		return nil
 	}
 	_, err := e.Namespaces.Create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
@@ -42,5 +50,6 @@ func (e *Ensurer) Ensure(_ context.Context, cluster *fleet.Cluster) error {
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating namespace %s for Cluster %s/%s: %w", name, cluster.Namespace, cluster.Name, err)
 	}
+	e.created.Mark(name)
 	return nil
 }

@@ -183,7 +183,7 @@ func (h *handler) grant(ctx context.Context, req *fleet.ClusterRegistrationReque
 		DeploymentNamespace: clusterNS,
 		ClientID:            req.Spec.ClientID,
 	}
-	if err := h.writeCredential(ctx, req, cluster, cred, tokenName); err != nil {
+	if err := h.writeCredential(ctx, req, cluster, cred); err != nil {
 		return "", err
 	}
 	if existed {
@@ -334,7 +334,7 @@ func (h *handler) ensureIdentityRBAC(ctx context.Context, cluster *fleet.Cluster
 
 // writeCredential creates the credential Secret and lets the token that made req, and
 // only it, read it.
-func (h *handler) writeCredential(ctx context.Context, req *fleet.ClusterRegistrationRequest, cluster *fleet.Cluster, cred registration.Credential, tokenName string) error {
+func (h *handler) writeCredential(ctx context.Context, req *fleet.ClusterRegistrationRequest, cluster *fleet.Cluster, cred registration.Credential) error {
 	name := names.CredentialSecret(req.Spec.ClientID, req.Spec.ClientRandom)
 	labels := map[string]string{
 		names.ManagedLabel:          "true",
@@ -366,13 +366,6 @@ func (h *handler) writeCredential(ctx context.Context, req *fleet.ClusterRegistr
 		return fmt.Errorf("creating credential Secret %s: %w", name, err)
 	}
 
-	role, binding := registration.CredentialReader(names.RegistrationNamespace, name, req.Namespace, names.TokenServiceAccount(tokenName), labels)
-	if _, err := h.kube.RbacV1().Roles(names.RegistrationNamespace).Create(ctx, role, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("creating Role %s/%s: %w", names.RegistrationNamespace, name, err)
-	}
-	if _, err := h.kube.RbacV1().RoleBindings(names.RegistrationNamespace).Create(ctx, binding, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("creating RoleBinding %s/%s: %w", names.RegistrationNamespace, name, err)
-	}
 	return nil
 }
 
@@ -393,15 +386,13 @@ func (h *handler) removeOlderRequests(req *fleet.ClusterRegistrationRequest) err
 		name := names.CredentialSecret(other.Spec.ClientID, other.Spec.ClientRandom)
 		errs = append(errs,
 			ignoreNotFound(h.kube.CoreV1().Secrets(names.RegistrationNamespace).Delete(ctx, name, metav1.DeleteOptions{})),
-			ignoreNotFound(h.kube.RbacV1().Roles(names.RegistrationNamespace).Delete(ctx, name, metav1.DeleteOptions{})),
-			ignoreNotFound(h.kube.RbacV1().RoleBindings(names.RegistrationNamespace).Delete(ctx, name, metav1.DeleteOptions{})),
 			ignoreNotFound(h.requests.Delete(other.Namespace, other.Name, &metav1.DeleteOptions{})),
 		)
 	}
 	return errors.Join(errs...)
 }
 
-// sweepCredentials deletes every credential Secret, Role and RoleBinding of clientID
+// sweepCredentials deletes every credential Secret of clientID
 // in the registration namespace except those of the request named keep, including
 // any whose request is already gone. It lists, so it runs only when a known cluster
 // registers again.
@@ -414,8 +405,8 @@ func (h *handler) sweepCredentials(clientID, keep string) error {
 	return DeleteRegistrationObjects(context.Background(), h.kube, selector.Add(*notKeep))
 }
 
-// DeleteRegistrationObjects deletes the credential Secrets, Roles and RoleBindings in
-// the registration namespace that match selector. It lists first, so nothing is
+// DeleteRegistrationObjects deletes the credential Secrets in the registration
+// namespace that match selector. It lists first, so nothing is
 // written when there is nothing to delete.
 func DeleteRegistrationObjects(ctx context.Context, kube kubernetes.Interface, selector labels.Selector) error {
 	opts := metav1.ListOptions{LabelSelector: selector.String()}
@@ -426,20 +417,6 @@ func DeleteRegistrationObjects(ctx context.Context, kube kubernetes.Interface, s
 	if err == nil {
 		for _, s := range secrets.Items {
 			errs = append(errs, ignoreNotFound(kube.CoreV1().Secrets(ns).Delete(ctx, s.Name, metav1.DeleteOptions{})))
-		}
-	}
-	roles, err := kube.RbacV1().Roles(ns).List(ctx, opts)
-	errs = append(errs, err)
-	if err == nil {
-		for _, r := range roles.Items {
-			errs = append(errs, ignoreNotFound(kube.RbacV1().Roles(ns).Delete(ctx, r.Name, metav1.DeleteOptions{})))
-		}
-	}
-	bindings, err := kube.RbacV1().RoleBindings(ns).List(ctx, opts)
-	errs = append(errs, err)
-	if err == nil {
-		for _, b := range bindings.Items {
-			errs = append(errs, ignoreNotFound(kube.RbacV1().RoleBindings(ns).Delete(ctx, b.Name, metav1.DeleteOptions{})))
 		}
 	}
 	return errors.Join(errs...)

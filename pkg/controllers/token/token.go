@@ -14,6 +14,7 @@ import (
 	"github.com/sirupsen/logrus"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -65,13 +66,18 @@ func (h *handler) revoke(key string) error {
 	}
 	sa := names.TokenServiceAccount(name)
 	err := h.kube.CoreV1().ServiceAccounts(namespace).Delete(context.Background(), sa, metav1.DeleteOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
+	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("revoking token %s: deleting ServiceAccount %s: %w", key, sa, err)
 	}
-	logrus.WithField("token", key).Info("Revoked the registration token")
+	revoked := err == nil
+	pickup := names.CredentialPickupBinding(namespace, name)
+	err = h.kube.RbacV1().RoleBindings(names.RegistrationNamespace).Delete(context.Background(), pickup, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("revoking token %s: deleting RoleBinding %s/%s: %w", key, names.RegistrationNamespace, pickup, err)
+	}
+	if revoked {
+		logrus.WithField("token", key).Info("Revoked the registration token")
+	}
 	return nil
 }
 
@@ -125,8 +131,13 @@ func (h *handler) onChange(key string, token *fleet.ClusterRegistrationToken) (*
 	if err != nil {
 		return token, err
 	}
-	if err := h.ensureRoleBinding(ctx, token, sa); err != nil {
-		return token, err
+	for _, binding := range []*rbacv1.RoleBinding{
+		registration.TokenRoleBinding(token.Namespace, sa.Name),
+		registration.CredentialPickup(names.RegistrationNamespace, token.Namespace, token.Name),
+	} {
+		if err := h.ensureRoleBinding(ctx, token, binding); err != nil {
+			return token, err
+		}
 	}
 	if err := h.ensureValuesSecret(ctx, token, sa, log); err != nil {
 		return token, err
@@ -177,20 +188,24 @@ func (h *handler) ensureServiceAccount(ctx context.Context, token *fleet.Cluster
 	return sa, nil
 }
 
-func (h *handler) ensureRoleBinding(ctx context.Context, token *fleet.ClusterRegistrationToken, sa *corev1.ServiceAccount) error {
-	binding := registration.TokenRoleBinding(token.Namespace, sa.Name)
-	bindings := h.kube.RbacV1().RoleBindings(token.Namespace)
+// ensureRoleBinding creates binding unless it exists. A binding in the token's own
+// namespace is owned by the token; the one in the registration namespace cannot be
+// (owner references do not cross namespaces) and revoke deletes it.
+func (h *handler) ensureRoleBinding(ctx context.Context, token *fleet.ClusterRegistrationToken, binding *rbacv1.RoleBinding) error {
+	bindings := h.kube.RbacV1().RoleBindings(binding.Namespace)
 	// Read before writing: a token is reconciled again at expiry and on resyncs.
 	_, err := bindings.Get(ctx, binding.Name, metav1.GetOptions{})
 	if err == nil {
 		return nil
 	}
-	binding.OwnerReferences = ownedBy(token)
+	if binding.Namespace == token.Namespace {
+		binding.OwnerReferences = ownedBy(token)
+	}
 	if apierrors.IsNotFound(err) {
 		_, err = bindings.Create(ctx, binding, metav1.CreateOptions{})
 	}
 	if err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("RoleBinding %s/%s: %w", token.Namespace, binding.Name, err)
+		return fmt.Errorf("RoleBinding %s/%s: %w", binding.Namespace, binding.Name, err)
 	}
 	return nil
 }
