@@ -61,7 +61,7 @@ In a Pod it uses the in-cluster configuration; elsewhere pass --kubeconfig.`,
 			}
 			logrus.WithFields(logrus.Fields{"namespace": namespace, "version": version.Version}).Info("Starting the agent")
 			ctx := signals.Context()
-			if err := metrics.Serve(ctx, metricsAddr); err != nil {
+			if err := metrics.Serve(ctx, metricsAddr, false); err != nil {
 				return fmt.Errorf("--metrics-bind-address: %w", err)
 			}
 			return agent.Run(ctx, agent.Config{Downstream: client, DownstreamConfig: cfg, Namespace: namespace, Version: version.Version})

@@ -51,6 +51,7 @@ type options struct {
 	timeout         time.Duration
 	checkinInterval time.Duration
 	keep            bool
+	profileDir      string
 	hubArgs         stringList
 }
 
@@ -67,6 +68,7 @@ func main() {
 	flag.DurationVar(&o.timeout, "timeout", 15*time.Minute, "give up after this long")
 	flag.DurationVar(&o.checkinInterval, "checkin-interval", 30*time.Second, "how often each simulated agent checks in (the agent's default)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the data directory (logs, etcd) after the run")
+	flag.StringVar(&o.profileDir, "profile", "", "write CPU profiles of the hub and the control plane, taken during the registrations, to this directory")
 	flag.Var(&o.hubArgs, "hub-arg", "extra flag for the hub (repeat), e.g. --hub-arg=--workers=50")
 	flag.Parse()
 	if o.clusters < 1 {
@@ -114,8 +116,12 @@ func run(o options) (*report, error) {
 	if err != nil {
 		return nil, err
 	}
-	cp, err := startProcess("control plane", filepath.Join(dir, "controlplane.log"), hubBin, "controlplane",
-		"--data-dir", filepath.Join(dir, "cp"), "--bind-address", "127.0.0.1", "--secure-port", strconv.Itoa(cpPort))
+	cpArgs := []string{"controlplane", "--data-dir", filepath.Join(dir, "cp"), "--bind-address", "127.0.0.1", "--secure-port", strconv.Itoa(cpPort)}
+	if o.profileDir != "" {
+		cpArgs = append(cpArgs, "--profiling")
+		o.hubArgs = append(o.hubArgs, "--profiling")
+	}
+	cp, err := startProcess("control plane", filepath.Join(dir, "controlplane.log"), hubBin, cpArgs...)
 	if err != nil {
 		return nil, err
 	}
@@ -182,6 +188,9 @@ func run(o options) (*report, error) {
 		if u, err := hub.usage(); err == nil {
 			r.Hub = u
 		}
+		if u, err := cp.usage(); err == nil {
+			r.ControlPlane = u
+		}
 	}()
 
 	// Registration.
@@ -195,6 +204,7 @@ func run(o options) (*report, error) {
 		return r, err
 	}
 	cpuBefore, _ := hub.usage()
+	cpCPUBefore, _ := cp.usage()
 	agents := &fleetOfAgents{}
 	for range o.clusters {
 		agents.agents = append(agents.agents, newSimulatedAgent())
@@ -202,6 +212,9 @@ func run(o options) (*report, error) {
 	errs := make(chan error, 1)
 	start := time.Now()
 	agents.start(ctx, values, o.checkinInterval, errs)
+	if o.profileDir != "" {
+		go profile(ctx, o.profileDir, kube, fmt.Sprintf("http://127.0.0.1:%d", metricsPort))
+	}
 
 	var credentialedAll, readyAll time.Duration
 	var writesCredentialed map[string]float64
@@ -243,6 +256,7 @@ func run(o options) (*report, error) {
 		return r, err
 	}
 	cpuAfter, _ := hub.usage()
+	cpCPUAfter, _ := cp.usage()
 	r.Registration = registrationReport{
 		CredentialedAllSeconds: credentialedAll.Seconds(),
 		ReadyAllSeconds:        readyAll.Seconds(),
@@ -252,6 +266,7 @@ func run(o options) (*report, error) {
 		WritesUntilReady:       perCluster(diff(writesReady, writesBefore), o.clusters),
 		ObjectsPerRegistration: perCluster(diff(objectsAfter, objectsBefore), o.clusters),
 		HubCPUSeconds:          cpuAfter.CPUSeconds - cpuBefore.CPUSeconds,
+		ControlPlaneCPUSeconds: cpCPUAfter.CPUSeconds - cpCPUBefore.CPUSeconds,
 	}
 
 	// A Bundle to every cluster.

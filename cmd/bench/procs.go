@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -162,4 +163,44 @@ func waitFile(ctx context.Context, path string, p *process) error {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// profile writes 15-second CPU profiles of the control plane (kube-apiserver's
+// /debug/pprof) and of the hub (its metrics address) into dir, taken together a
+// second into the registrations.
+func profile(ctx context.Context, dir string, kube kubernetes.Interface, hubURL string) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		fmt.Fprintln(os.Stderr, "bench: profiles:", err)
+		return
+	}
+	select {
+	case <-ctx.Done():
+		return
+	case <-time.After(time.Second):
+	}
+	const path = "/debug/pprof/profile?seconds=15"
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		data, err := kube.Discovery().RESTClient().Get().AbsPath("/debug/pprof/profile").Param("seconds", "15").DoRaw(ctx)
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dir, "controlplane.pprof"), data, 0o644)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench: control plane profile:", err)
+		}
+	}()
+	resp, err := http.Get(hubURL + path)
+	if err == nil {
+		var data []byte
+		data, err = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dir, "hub.pprof"), data, 0o644)
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench: hub profile:", err)
+	}
+	<-done
 }

@@ -14,8 +14,10 @@ type report struct {
 	Date         string             `json:"date"`
 	Registration registrationReport `json:"registration"`
 	Bundle       bundleReport       `json:"bundle"`
-	// Hub is the hub process's CPU time and memory over the whole run.
-	Hub usage `json:"hub"`
+	// Hub is the hub process's CPU time and memory over the whole run; ControlPlane
+	// the API server's and etcd's ("hub controlplane").
+	Hub          usage `json:"hub"`
+	ControlPlane usage `json:"controlPlane"`
 }
 
 type registrationReport struct {
@@ -34,6 +36,7 @@ type registrationReport struct {
 	WritesUntilReady       map[string]float64 `json:"writesPerClusterUntilReady"`
 	ObjectsPerRegistration map[string]float64 `json:"objectsPerRegistration"`
 	HubCPUSeconds          float64            `json:"hubCPUSeconds"`
+	ControlPlaneCPUSeconds float64            `json:"controlPlaneCPUSeconds"`
 }
 
 type bundleReport struct {
@@ -55,7 +58,7 @@ func (r *report) print(out io.Writer) {
 	fmt.Fprintf(w, "  API writes per registration\t%.1f  (%s)\n", reg.WritesPerRegistration["total"], breakdown(reg.WritesPerRegistration))
 	fmt.Fprintf(w, "  API writes per cluster until Ready\t%.1f  (%s)\n", reg.WritesUntilReady["total"], breakdown(reg.WritesUntilReady))
 	fmt.Fprintf(w, "  objects per registration\t%.1f  (%s)\n", sum(reg.ObjectsPerRegistration), breakdown(reg.ObjectsPerRegistration))
-	fmt.Fprintf(w, "  hub CPU\t%.1f s\n", reg.HubCPUSeconds)
+	fmt.Fprintf(w, "  hub CPU / control plane CPU\t%.1f s / %.1f s\n", reg.HubCPUSeconds, reg.ControlPlaneCPUSeconds)
 	fmt.Fprintf(w, "a Bundle to all %d clusters\t\n", r.Clusters)
 	fmt.Fprintf(w, "  all BundleDeployments written\t%.2f s\n", r.Bundle.WrittenAllSeconds)
 	fmt.Fprintf(w, "  all BundleDeployments Ready\t%.2f s\n", r.Bundle.ReadyAllSeconds)
@@ -63,6 +66,9 @@ func (r *report) print(out io.Writer) {
 	fmt.Fprintf(w, "hub process (--kubeconfig), whole run\t\n")
 	fmt.Fprintf(w, "  CPU\t%.1f s\n", r.Hub.CPUSeconds)
 	fmt.Fprintf(w, "  peak resident memory\t%.0f MiB (now %.0f MiB)\n", r.Hub.PeakRSSMiB, r.Hub.RSSMiB)
+	fmt.Fprintf(w, "control plane (API server and etcd), whole run\t\n")
+	fmt.Fprintf(w, "  CPU\t%.1f s\n", r.ControlPlane.CPUSeconds)
+	fmt.Fprintf(w, "  peak resident memory\t%.0f MiB\n", r.ControlPlane.PeakRSSMiB)
 	w.Flush()
 }
 

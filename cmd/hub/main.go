@@ -39,12 +39,14 @@ type controlPlaneFlags struct {
 	bindAddress string
 	securePort  int
 	tlsSANs     []string
+	profiling   bool
 }
 
 func (f *controlPlaneFlags) register(cmd *cobra.Command, defaultDataDir string, defaultPort int) {
 	cmd.Flags().StringVar(&f.dataDir, "data-dir", defaultDataDir, "directory for the embedded control plane's etcd data, certificates and admin.kubeconfig")
 	cmd.Flags().StringVar(&f.bindAddress, "bind-address", hub.DefaultBindAddress.String(), "address the embedded API server listens on (0.0.0.0 for all interfaces)")
 	cmd.Flags().IntVar(&f.securePort, "secure-port", defaultPort, "HTTPS port of the embedded API server")
+	cmd.Flags().BoolVar(&f.profiling, "profiling", false, "serve Go profiles at /debug/pprof: the embedded API server's (to its admins) and the hub's on --metrics-bind-address")
 	cmd.Flags().StringSliceVar(&f.tlsSANs, "tls-san", nil, "extra host names or IP addresses for the API server certificate, e.g. the address agents use to reach the hub")
 }
 
@@ -56,7 +58,7 @@ func (f *controlPlaneFlags) config() (controlplane.Config, error) {
 	if f.securePort < 1 || f.securePort > 65535 {
 		return controlplane.Config{}, fmt.Errorf("--secure-port %d is not a port number", f.securePort)
 	}
-	return controlplane.Config{DataDir: f.dataDir, BindAddress: ip, SecurePort: f.securePort, TLSSANs: f.tlsSANs}, nil
+	return controlplane.Config{DataDir: f.dataDir, BindAddress: ip, SecurePort: f.securePort, TLSSANs: f.tlsSANs, Profiling: f.profiling}, nil
 }
 
 func defaultDataDir(name string) string {
@@ -122,6 +124,7 @@ cluster instead, installing or updating the fleet.cattle.io CRDs there itself.`,
 				QPS:                    qps,
 				Burst:                  burst,
 				LeaderElection:         election,
+				Profiling:              cp.profiling,
 				Announce:               announceHub,
 			}
 			if !(election.RetryPeriod > 0 && election.RetryPeriod < election.RenewDeadline && election.RenewDeadline < election.LeaseDuration) {

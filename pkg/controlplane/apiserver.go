@@ -33,7 +33,7 @@ func (c *ControlPlane) apiServerFlags(etcdURL string) []string {
 		"--authorization-mode=RBAC",
 		// No kubelets or Pods reach this API through the "kubernetes" Service.
 		"--endpoint-reconciler-type=none",
-		"--profiling=false",
+		"--profiling=" + strconv.FormatBool(c.cfg.Profiling),
 		"--enable-priority-and-fairness=true",
 		// Events are kept an hour, as on a default cluster.
 		"--event-ttl=1h",

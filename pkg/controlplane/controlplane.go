@@ -33,6 +33,8 @@ type Config struct {
 	// TLSSANs are extra names or addresses for the serving certificate, such as the
 	// address agents in other networks use to reach the hub.
 	TLSSANs []string
+	// Profiling serves the API server's Go profiles at /debug/pprof (to its admins).
+	Profiling bool
 }
 
 // ControlPlane is a running embedded control plane.

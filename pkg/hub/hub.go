@@ -44,6 +44,8 @@ type Options struct {
 	// MetricsBindAddress is where /metrics is served; "0" turns it off. Every
 	// replica serves it, leading or not.
 	MetricsBindAddress string
+	// Profiling serves the hub's Go profiles at /debug/pprof on MetricsBindAddress.
+	Profiling bool
 	// LeaderElection times the hub's Lease; zero fields take leader.DefaultConfig's.
 	LeaderElection leader.Config
 	// Announce is called once the embedded control plane is ready, to tell the user
@@ -88,7 +90,7 @@ func Run(ctx context.Context, opts Options) error {
 	if err := health.serve(ctx, opts.HealthProbeBindAddress); err != nil {
 		return err
 	}
-	if err := metrics.Serve(ctx, opts.MetricsBindAddress); err != nil {
+	if err := metrics.Serve(ctx, opts.MetricsBindAddress, opts.Profiling); err != nil {
 		return fmt.Errorf("--metrics-bind-address: %w", err)
 	}
 	if opts.Embedded() {

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -75,8 +76,9 @@ func (f StateCounter) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// Serve serves /metrics on addr until ctx ends; "" or "0" turns it off.
-func Serve(ctx context.Context, addr string) error {
+// Serve serves /metrics (and, with profiling, Go profiles at /debug/pprof) on addr
+// until ctx ends; "" or "0" turns it off.
+func Serve(ctx context.Context, addr string, profiling bool) error {
 	if addr == "" || addr == "0" {
 		return nil
 	}
@@ -86,6 +88,11 @@ func Serve(ctx context.Context, addr string) error {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(Registry, promhttp.HandlerOpts{}))
+	if profiling {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	server := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		<-ctx.Done()

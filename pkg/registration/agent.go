@@ -242,7 +242,9 @@ func waitForCredential(ctx context.Context, hub kubernetes.Interface, values Val
 	var lastErr error
 	// DelayFunc keeps returning the cap once reached (Backoff.Step would stop there).
 	err := backoff.DelayFunc().Until(waitCtx, true, false, func(ctx context.Context) (bool, error) {
-		secret, err := hub.CoreV1().Secrets(values.SystemRegistrationNamespace).Get(ctx, secretName, metav1.GetOptions{})
+		// ResourceVersion "0": the API server answers from its watch cache, not etcd;
+		// a poll a moment behind costs one more poll, not a quorum read per agent.
+		secret, err := hub.CoreV1().Secrets(values.SystemRegistrationNamespace).Get(ctx, secretName, metav1.GetOptions{ResourceVersion: "0"})
 		switch {
 		case apierrors.IsForbidden(err) || apierrors.IsNotFound(err):
 			lastErr = err

@@ -55,6 +55,8 @@ type handler struct {
 	// (a status change) does not make every Bundle of the workspace look again.
 	mu   sync.Mutex
 	seen map[string]string
+	// patches spaces the Bundles' status patches (see statuspatch.Limiter).
+	patches statuspatch.Limiter
 }
 
 // Register starts handling Bundles, and watches Clusters, ClusterGroups and
@@ -99,8 +101,12 @@ func AddIndexers(cache fleetcontrollers.BundleDeploymentCache) {
 	})
 }
 
-func (h *handler) onChange(_ string, bundle *fleet.Bundle) (*fleet.Bundle, error) {
-	if bundle == nil || bundle.DeletionTimestamp != nil {
+func (h *handler) onChange(key string, bundle *fleet.Bundle) (*fleet.Bundle, error) {
+	if bundle == nil {
+		h.patches.Forget(key)
+		return nil, nil
+	}
+	if bundle.DeletionTimestamp != nil {
 		return bundle, nil
 	}
 	log := logrus.WithField("bundle", bundle.Namespace+"/"+bundle.Name)
@@ -114,18 +120,25 @@ func (h *handler) onChange(_ string, bundle *fleet.Bundle) (*fleet.Bundle, error
 			h.events.Event(bundle, corev1.EventTypeWarning, refused.reason, refused.Error())
 		}
 		log.WithError(err).Warn("Bundle not deployed")
-		return h.updateStatus(bundle, status)
+		// At once: the user is waiting to learn what is wrong.
+		return h.updateStatus(bundle, status, false)
 	case err != nil:
 		return bundle, err
 	}
 	conditions.Set(&status.Conditions, fleet.ConditionProcessed, corev1.ConditionTrue, "", "")
 	summarize(status, deployments)
 	status.ObservedGeneration = bundle.Generation
-	return h.updateStatus(bundle, status)
+	return h.updateStatus(bundle, status, true)
 }
 
-func (h *handler) updateStatus(bundle *fleet.Bundle, status *fleet.BundleStatus) (*fleet.Bundle, error) {
+// updateStatus patches the Bundle's status to status; limited, at most once a
+// Debounce (see statuspatch.Limiter).
+func (h *handler) updateStatus(bundle *fleet.Bundle, status *fleet.BundleStatus, limited bool) (*fleet.Bundle, error) {
 	if equality.Semantic.DeepEqual(*status, bundle.Status) {
+		return bundle, nil
+	}
+	if wait := h.patches.Wait(bundle.Namespace + "/" + bundle.Name); limited && wait > 0 {
+		h.bundles.EnqueueAfter(bundle.Namespace, bundle.Name, wait)
 		return bundle, nil
 	}
 	patch, err := statuspatch.For(bundle.Status, status)

@@ -58,6 +58,8 @@ type handler struct {
 	kube        kubernetes.Interface
 	events      record.EventRecorder
 	now         func() time.Time
+	// patches spaces the Cluster's status patches (see statuspatch.Limiter).
+	patches statuspatch.Limiter
 }
 
 // Register starts handling Clusters. The requests cache must carry the
@@ -84,8 +86,12 @@ func Register(ctx context.Context, settings Settings, clusters fleetcontrollers.
 	})
 }
 
-func (h *handler) onChange(_ string, cluster *fleet.Cluster) (*fleet.Cluster, error) {
-	if cluster == nil || cluster.DeletionTimestamp != nil {
+func (h *handler) onChange(key string, cluster *fleet.Cluster) (*fleet.Cluster, error) {
+	if cluster == nil {
+		h.patches.Forget(key)
+		return nil, nil
+	}
+	if cluster.DeletionTimestamp != nil {
 		return cluster, nil
 	}
 	if err := h.namespaces.Ensure(context.Background(), cluster); err != nil {
@@ -97,6 +103,10 @@ func (h *handler) onChange(_ string, cluster *fleet.Cluster) (*fleet.Cluster, er
 		return cluster, err
 	}
 	if equality.Semantic.DeepEqual(*status, cluster.Status) {
+		return cluster, nil
+	}
+	if wait := h.patches.Wait(key); wait > 0 {
+		h.clusters.EnqueueAfter(cluster.Namespace, cluster.Name, wait)
 		return cluster, nil
 	}
 	h.announce(cluster, status)

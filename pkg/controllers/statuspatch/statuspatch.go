@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"sync"
 	"time"
 
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
@@ -41,3 +42,35 @@ func For(before, after any) ([]byte, error) {
 	}
 	return patch, nil
 }
+
+// Limiter spaces the status patches of each object by at least Debounce, so that the
+// changes of a busy second (a new Cluster's namespace, its agent bundle, its agent's
+// first check-in and its first Ready bundle) are written as one patch. The first
+// patch of an object the Limiter has not seen waits a Debounce too: a new object's
+// status settles in its first second.
+type Limiter struct {
+	last sync.Map // key → time.Time of the last patch allowed
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Wait is how long to wait before patching key's status; 0 means now, and counts as
+// the patch.
+func (l *Limiter) Wait(key string) time.Duration {
+	now := time.Now()
+	if l.Now != nil {
+		now = l.Now()
+	}
+	last, seen := l.last.LoadOrStore(key, now)
+	if !seen {
+		return Debounce
+	}
+	if wait := Debounce - now.Sub(last.(time.Time)); wait > 0 {
+		return wait
+	}
+	l.last.Store(key, now)
+	return 0
+}
+
+// Forget drops key, for a deleted object.
+func (l *Limiter) Forget(key string) { l.last.Delete(key) }

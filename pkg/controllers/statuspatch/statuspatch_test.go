@@ -1,6 +1,9 @@
 package statuspatch
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 type status struct {
 	Ready   bool     `json:"ready,omitempty"`
@@ -25,5 +28,31 @@ func TestForHoldsOnlyWhatChanged(t *testing.T) {
 		if string(got) != c.want {
 			t.Errorf("%s: patch %s, want %s", name, got, c.want)
 		}
+	}
+}
+
+func TestLimiterSpacesPatchesOfEachObject(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	l := Limiter{Now: func() time.Time { return now }}
+	if got := l.Wait("a"); got != Debounce {
+		t.Fatalf("first patch of a: wait %v, want %v", got, Debounce)
+	}
+	now = now.Add(Debounce / 4)
+	if got := l.Wait("a"); got != Debounce*3/4 {
+		t.Fatalf("a a quarter later: wait %v, want %v", got, Debounce*3/4)
+	}
+	if got := l.Wait("b"); got != Debounce {
+		t.Fatalf("b is its own object: wait %v, want %v", got, Debounce)
+	}
+	now = now.Add(Debounce)
+	if got := l.Wait("a"); got != 0 {
+		t.Fatalf("a after its Debounce: wait %v, want 0", got)
+	}
+	if got := l.Wait("a"); got != Debounce {
+		t.Fatalf("a right after a patch: wait %v, want %v", got, Debounce)
+	}
+	l.Forget("a")
+	if got := l.Wait("a"); got != Debounce {
+		t.Fatalf("a forgotten then seen again: wait %v, want %v", got, Debounce)
 	}
 }
