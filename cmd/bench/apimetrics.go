@@ -15,35 +15,42 @@ import (
 	fleet "github.com/flotilla/flotilla/pkg/apis/fleet.cattle.io/v1alpha1"
 )
 
-// writeVerbs are the verbs of apiserver_request_total that change something.
+// writeVerbs are the verbs of apiserver_request_total that change something; the
+// others (GET, LIST, WATCH, ...) read.
 var writeVerbs = map[string]bool{"POST": true, "PUT": true, "PATCH": true, "DELETE": true, "DELETECOLLECTION": true, "APPLY": true}
 
-// apiWrites reads the API server's own request counter: writes by "VERB resource"
-// (with the HTTP code when it is not a success),
-// and their sum as "total". Every client's writes count: the hub's, the agents', the
-// control plane's controllers' and the benchmark's own.
-func apiWrites(ctx context.Context, kube kubernetes.Interface) (map[string]float64, error) {
+// requestCounts are the API server's requests by "VERB resource" (with the HTTP code
+// when it is not a success), and their sum as "total".
+type requestCounts struct {
+	writes, reads map[string]float64
+}
+
+// apiRequests reads the API server's own request counter. Every client's requests
+// count: the hub's, the agents', the control plane's controllers' and the
+// benchmark's own.
+func apiRequests(ctx context.Context, kube kubernetes.Interface) (requestCounts, error) {
+	counts := requestCounts{writes: map[string]float64{}, reads: map[string]float64{}}
 	raw, err := kube.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("reading the API server's /metrics: %w", err)
+		return counts, fmt.Errorf("reading the API server's /metrics: %w", err)
 	}
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	families, err := parser.TextToMetricFamilies(bytes.NewReader(raw))
 	if err != nil {
-		return nil, fmt.Errorf("parsing the API server's /metrics: %w", err)
+		return counts, fmt.Errorf("parsing the API server's /metrics: %w", err)
 	}
 	family, ok := families["apiserver_request_total"]
 	if !ok {
-		return nil, errNoMetrics
+		return counts, errNoMetrics
 	}
-	out := map[string]float64{}
 	for _, m := range family.GetMetric() {
 		labels := map[string]string{}
 		for _, l := range m.GetLabel() {
 			labels[l.GetName()] = l.GetValue()
 		}
-		if !writeVerbs[labels["verb"]] {
-			continue
+		out := counts.reads
+		if writeVerbs[labels["verb"]] {
+			out = counts.writes
 		}
 		resource := labels["resource"]
 		if sub := labels["subresource"]; sub != "" {
@@ -57,7 +64,7 @@ func apiWrites(ctx context.Context, kube kubernetes.Interface) (map[string]float
 		out[key] += v
 		out["total"] += v
 	}
-	return out, nil
+	return counts, nil
 }
 
 // countedKinds are the kinds a registration and a Bundle create.

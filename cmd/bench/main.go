@@ -68,7 +68,7 @@ func main() {
 	flag.DurationVar(&o.timeout, "timeout", 15*time.Minute, "give up after this long")
 	flag.DurationVar(&o.checkinInterval, "checkin-interval", 30*time.Second, "how often each simulated agent checks in (the agent's default)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the data directory (logs, etcd) after the run")
-	flag.StringVar(&o.profileDir, "profile", "", "write CPU profiles of the hub and the control plane, taken during the registrations, to this directory")
+	flag.StringVar(&o.profileDir, "profile", "", "write CPU profiles of the hub and the control plane, taken during the registrations, and the hub's heap profile once all are Ready, to this directory")
 	flag.Var(&o.hubArgs, "hub-arg", "extra flag for the hub (repeat), e.g. --hub-arg=--workers=50")
 	flag.Parse()
 	if o.clusters < 1 {
@@ -195,7 +195,7 @@ func run(o options) (*report, error) {
 
 	// Registration.
 	readyAt := watchClusters(ctx, client)
-	writesBefore, err := apiWrites(ctx, kube)
+	requestsBefore, err := apiRequests(ctx, kube)
 	if err != nil {
 		return r, err
 	}
@@ -217,7 +217,7 @@ func run(o options) (*report, error) {
 	}
 
 	var credentialedAll, readyAll time.Duration
-	var writesCredentialed map[string]float64
+	var requestsCredentialed requestCounts
 	// Checked every 100 ms, shown every second.
 	progress := time.NewTicker(100 * time.Millisecond)
 	defer progress.Stop()
@@ -238,7 +238,7 @@ func run(o options) (*report, error) {
 		show("\r%5.1fs  credentialed %d/%d  Ready %d/%d   ", time.Since(start).Seconds(), n, o.clusters, ready, o.clusters)
 		if n == o.clusters && credentialedAll == 0 {
 			credentialedAll = latest(agents, start)
-			if writesCredentialed, err = apiWrites(ctx, kube); err != nil {
+			if requestsCredentialed, err = apiRequests(ctx, kube); err != nil {
 				return r, err
 			}
 		}
@@ -247,7 +247,10 @@ func run(o options) (*report, error) {
 		}
 	}
 	fmt.Fprintln(os.Stderr)
-	writesReady, err := apiWrites(ctx, kube)
+	if o.profileDir != "" {
+		heapProfile(o.profileDir, fmt.Sprintf("http://127.0.0.1:%d", metricsPort))
+	}
+	requestsReady, err := apiRequests(ctx, kube)
 	if err != nil {
 		return r, err
 	}
@@ -262,8 +265,9 @@ func run(o options) (*report, error) {
 		ReadyAllSeconds:        readyAll.Seconds(),
 		PerCluster:             percentiles(credentialedLatencies(agents, start)),
 		PerClusterReady:        percentiles(readyAt.latencies(start)),
-		WritesPerRegistration:  perCluster(diff(writesCredentialed, writesBefore), o.clusters),
-		WritesUntilReady:       perCluster(diff(writesReady, writesBefore), o.clusters),
+		WritesPerRegistration:  perCluster(diff(requestsCredentialed.writes, requestsBefore.writes), o.clusters),
+		WritesUntilReady:       perCluster(diff(requestsReady.writes, requestsBefore.writes), o.clusters),
+		ReadsPerRegistration:   perCluster(diff(requestsCredentialed.reads, requestsBefore.reads), o.clusters),
 		ObjectsPerRegistration: perCluster(diff(objectsAfter, objectsBefore), o.clusters),
 		HubCPUSeconds:          cpuAfter.CPUSeconds - cpuBefore.CPUSeconds,
 		ControlPlaneCPUSeconds: cpCPUAfter.CPUSeconds - cpCPUBefore.CPUSeconds,

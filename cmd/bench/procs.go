@@ -190,17 +190,31 @@ func profile(ctx context.Context, dir string, kube kubernetes.Interface, hubURL 
 			fmt.Fprintln(os.Stderr, "bench: control plane profile:", err)
 		}
 	}()
-	resp, err := http.Get(hubURL + path)
-	if err == nil {
-		var data []byte
-		data, err = io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if err == nil {
-			err = os.WriteFile(filepath.Join(dir, "hub.pprof"), data, 0o644)
-		}
-	}
-	if err != nil {
+	if err := download(hubURL+path, filepath.Join(dir, "hub.pprof")); err != nil {
 		fmt.Fprintln(os.Stderr, "bench: hub profile:", err)
 	}
 	<-done
+}
+
+// heapProfile writes the hub's heap profile to dir/hub-heap.pprof.
+func heapProfile(dir, hubURL string) {
+	if err := download(hubURL+"/debug/pprof/heap", filepath.Join(dir, "hub-heap.pprof")); err != nil {
+		fmt.Fprintln(os.Stderr, "bench: hub heap profile:", err)
+	}
+}
+
+func download(url, path string) error {
+	resp, err := http.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, data, 0o644)
 }

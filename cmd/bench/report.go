@@ -32,8 +32,11 @@ type registrationReport struct {
 	// WritesPerRegistration are the API server's write requests from the start until
 	// all are credentialed, per cluster, by "VERB resource"; WritesUntilReady until all
 	// are Ready (adding check-ins and the agent bundles' status).
-	WritesPerRegistration  map[string]float64 `json:"writesPerRegistration"`
-	WritesUntilReady       map[string]float64 `json:"writesPerClusterUntilReady"`
+	WritesPerRegistration map[string]float64 `json:"writesPerRegistration"`
+	WritesUntilReady      map[string]float64 `json:"writesPerClusterUntilReady"`
+	// ReadsPerRegistration are the read requests (GET, LIST, WATCH) until all are
+	// credentialed, per cluster: mostly the agents' polls for their credential.
+	ReadsPerRegistration   map[string]float64 `json:"readsPerRegistration"`
 	ObjectsPerRegistration map[string]float64 `json:"objectsPerRegistration"`
 	HubCPUSeconds          float64            `json:"hubCPUSeconds"`
 	ControlPlaneCPUSeconds float64            `json:"controlPlaneCPUSeconds"`
@@ -57,6 +60,7 @@ func (r *report) print(out io.Writer) {
 	fmt.Fprintf(w, "  per cluster, Ready\t%s\n", pct(reg.PerClusterReady))
 	fmt.Fprintf(w, "  API writes per registration\t%.1f  (%s)\n", reg.WritesPerRegistration["total"], breakdown(reg.WritesPerRegistration))
 	fmt.Fprintf(w, "  API writes per cluster until Ready\t%.1f  (%s)\n", reg.WritesUntilReady["total"], breakdown(reg.WritesUntilReady))
+	fmt.Fprintf(w, "  API reads per registration\t%.1f  (%s)\n", reg.ReadsPerRegistration["total"], breakdown(reg.ReadsPerRegistration))
 	fmt.Fprintf(w, "  objects per registration\t%.1f  (%s)\n", sum(reg.ObjectsPerRegistration), breakdown(reg.ObjectsPerRegistration))
 	fmt.Fprintf(w, "  hub CPU / control plane CPU\t%.1f s / %.1f s\n", reg.HubCPUSeconds, reg.ControlPlaneCPUSeconds)
 	fmt.Fprintf(w, "a Bundle to all %d clusters\t\n", r.Clusters)

@@ -120,6 +120,7 @@ func (m *Manager) Start(ctx context.Context) error {
 	events := broadcaster.NewRecorder(schemes.All, corev1.EventSource{Component: "flotilla-hub"})
 
 	namespaces := &clusterns.Ensurer{Namespaces: core.Namespace()}
+	namespaces.Register(ctx)
 	token.Register(ctx, token.Settings{
 		APIServerURL: m.settings.APIServerURL, APIServerCA: m.settings.APIServerCA, NoTTLLifetime: m.settings.NoTTLTokenLifetime,
 	}, fleet.ClusterRegistrationToken(), kube, events)

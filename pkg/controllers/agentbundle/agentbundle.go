@@ -27,6 +27,7 @@ import (
 )
 
 type handler struct {
+	clusters  fleetcontrollers.ClusterController
 	bundles   fleetcontrollers.BundleController
 	resources []fleet.BundleResource
 	// created remembers the agent bundles created, until the cache shows them.
@@ -40,11 +41,12 @@ func Register(ctx context.Context, clusters fleetcontrollers.ClusterController, 
 	if err != nil {
 		return err
 	}
-	h := &handler{bundles: bundles, resources: resources}
+	h := &handler{clusters: clusters, bundles: bundles, resources: resources}
 	clusters.OnChange(ctx, "agent-bundle", h.onChange)
 	// An agent bundle changed or deleted by hand is put back.
 	bundles.OnChange(ctx, "agent-bundle-owner", func(key string, b *fleet.Bundle) (*fleet.Bundle, error) {
 		if b == nil {
+			h.created.Forget(key)
 			if ns, name, ok := strings.Cut(key, "/"); ok && strings.HasPrefix(name, "fleet-agent-") {
 				clusters.Enqueue(ns, strings.TrimPrefix(name, "fleet-agent-"))
 			}
@@ -123,6 +125,8 @@ func (h *handler) onChange(_ string, cluster *fleet.Cluster) (*fleet.Cluster, er
 	have, err := h.bundles.Cache().Get(want.Namespace, want.Name)
 	if apierrors.IsNotFound(err) {
 		if h.created.Has(key) {
+			// Created a moment ago; look again should the cache never show it.
+			h.clusters.EnqueueAfter(cluster.Namespace, cluster.Name, recent.Trust)
 			return cluster, nil
 		}
 		if _, err := h.bundles.Create(want); err != nil && !apierrors.IsAlreadyExists(err) {

@@ -23,6 +23,17 @@ type Ensurer struct {
 	created recent.Created
 }
 
+// Register forgets a per-cluster namespace's creation when the namespace is deleted,
+// so that a Cluster registered again right away gets it created anew.
+func (e *Ensurer) Register(ctx context.Context) {
+	e.Namespaces.OnChange(ctx, "cluster-namespace-deleted", func(name string, ns *corev1.Namespace) (*corev1.Namespace, error) {
+		if ns == nil {
+			e.created.Forget(name)
+		}
+		return ns, nil
+	})
+}
+
 // Name is the per-cluster namespace of cluster.
 func Name(cluster *fleet.Cluster) string {
 	return names.ClusterNamespace(cluster.Namespace, cluster.Name)
