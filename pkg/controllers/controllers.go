@@ -27,6 +27,7 @@ import (
 	"github.com/flotilla/flotilla/pkg/bundlestate"
 	"github.com/flotilla/flotilla/pkg/controllers/agentbundle"
 	"github.com/flotilla/flotilla/pkg/controllers/bundle"
+	"github.com/flotilla/flotilla/pkg/controllers/cachetrim"
 	"github.com/flotilla/flotilla/pkg/controllers/capi"
 	"github.com/flotilla/flotilla/pkg/controllers/cluster"
 	"github.com/flotilla/flotilla/pkg/controllers/clustergroup"
@@ -150,6 +151,11 @@ func (m *Manager) Start(ctx context.Context) error {
 		}
 		return counts
 	}))
+	if err := cachetrim.Apply(fleet.Cluster().Informer(), fleet.Bundle().Informer(), fleet.BundleDeployment().Informer(),
+		fleet.Content().Informer(), fleet.ClusterGroup().Informer(), fleet.ClusterRegistrationRequest().Informer(),
+		fleet.ClusterRegistrationToken().Informer(), core.Namespace().Informer(), core.Secret().Informer()); err != nil {
+		return err
+	}
 	if err := shared.Start(ctx, m.settings.Workers); err != nil {
 		return fmt.Errorf("starting controllers: %w", err)
 	}
