@@ -114,6 +114,7 @@ func (h *handler) onChange(key string, cluster *fleet.Cluster) (*fleet.Cluster, 
 	if err != nil || patch == nil {
 		return cluster, err
 	}
+	logrus.WithField("cluster", key).Debugf("Patching the status: %s", patch)
 	return h.clusters.Patch(cluster.Namespace, cluster.Name, types.MergePatchType, patch, "status")
 }
 
