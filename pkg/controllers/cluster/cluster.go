@@ -62,12 +62,24 @@ type handler struct {
 	patches statuspatch.Limiter
 }
 
+// firstStatusAfter is how long a Cluster new to the hub waits for its first status
+// patch unless it is Ready sooner: long enough, under load, for a registering agent to
+// check in and its agent bundle to be applied, so that the status goes from empty to
+// Ready in one or two writes rather than three or four.
+const firstStatusAfter = 3 * time.Second
+
+func ready(status *fleet.ClusterStatus) bool {
+	c := conditions.Get(status.Conditions, fleet.ConditionReady)
+	return c != nil && c.Status == corev1.ConditionTrue
+}
+
 // Register starts handling Clusters. The requests cache must carry the
 // request.ByClientID index (request.Register adds it).
 func Register(ctx context.Context, settings Settings, clusters fleetcontrollers.ClusterController, requests fleetcontrollers.ClusterRegistrationRequestController,
 	deployments fleetcontrollers.BundleDeploymentController, namespaces *clusterns.Ensurer, kube kubernetes.Interface, events record.EventRecorder) {
 	h := &handler{settings: settings, clusters: clusters, requests: requests, deployments: deployments.Cache(),
-		namespaces: namespaces, kube: kube, events: events, now: time.Now}
+		namespaces: namespaces, kube: kube, events: events, now: time.Now,
+		patches: statuspatch.Limiter{First: firstStatusAfter}}
 	clusters.OnChange(ctx, "cluster", h.onChange)
 	clusters.OnRemove(ctx, names.ClusterCleanup, h.onRemove)
 	// A BundleDeployment's change changes its cluster's summary.
@@ -105,7 +117,9 @@ func (h *handler) onChange(key string, cluster *fleet.Cluster) (*fleet.Cluster, 
 	if equality.Semantic.DeepEqual(*status, cluster.Status) {
 		return cluster, nil
 	}
-	if wait := h.patches.Wait(key); wait > 0 {
+	// Becoming Ready is written at once; the states on the way there wait for the
+	// Limiter, so that a registration's first moments take one write, not three.
+	if wait := h.patches.Wait(key); wait > 0 && !(ready(status) && !ready(&cluster.Status)) {
 		h.clusters.EnqueueAfter(cluster.Namespace, cluster.Name, wait)
 		return cluster, nil
 	}

@@ -46,10 +46,12 @@ func For(before, after any) ([]byte, error) {
 // Limiter spaces the status patches of each object by at least Debounce, so that the
 // changes of a busy second (a new Cluster's namespace, its agent bundle, its agent's
 // first check-in and its first Ready bundle) are written as one patch. The first
-// patch of an object the Limiter has not seen waits a Debounce too: a new object's
-// status settles in its first second.
+// patch of an object the Limiter has not seen waits First (Debounce if zero): a new
+// object's status settles in its first moments.
 type Limiter struct {
-	last sync.Map // key → time.Time of the last patch allowed
+	next sync.Map // key → time.Time before which no patch is allowed
+	// First is how long the first patch of an object waits; zero means Debounce.
+	First time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -61,16 +63,20 @@ func (l *Limiter) Wait(key string) time.Duration {
 	if l.Now != nil {
 		now = l.Now()
 	}
-	last, seen := l.last.LoadOrStore(key, now)
-	if !seen {
-		return Debounce
+	first := l.First
+	if first == 0 {
+		first = Debounce
 	}
-	if wait := Debounce - now.Sub(last.(time.Time)); wait > 0 {
+	next, seen := l.next.LoadOrStore(key, now.Add(first))
+	if !seen {
+		return first
+	}
+	if wait := next.(time.Time).Sub(now); wait > 0 {
 		return wait
 	}
-	l.last.Store(key, now)
+	l.next.Store(key, now.Add(Debounce))
 	return 0
 }
 
 // Forget drops key, for a deleted object.
-func (l *Limiter) Forget(key string) { l.last.Delete(key) }
+func (l *Limiter) Forget(key string) { l.next.Delete(key) }

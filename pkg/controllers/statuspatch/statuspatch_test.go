@@ -56,3 +56,22 @@ func TestLimiterSpacesPatchesOfEachObject(t *testing.T) {
 		t.Fatalf("a forgotten then seen again: wait %v, want %v", got, Debounce)
 	}
 }
+
+func TestLimiterFirstPatchWaitsFirst(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	l := Limiter{First: 3 * Debounce, Now: func() time.Time { return now }}
+	if got := l.Wait("a"); got != 3*Debounce {
+		t.Fatalf("first patch: wait %v, want %v", got, 3*Debounce)
+	}
+	now = now.Add(2 * Debounce)
+	if got := l.Wait("a"); got != Debounce {
+		t.Fatalf("two Debounces in: wait %v, want %v", got, Debounce)
+	}
+	now = now.Add(Debounce)
+	if got := l.Wait("a"); got != 0 {
+		t.Fatalf("after First: wait %v, want 0", got)
+	}
+	if got := l.Wait("a"); got != Debounce {
+		t.Fatalf("right after a patch: wait %v, want %v", got, Debounce)
+	}
+}
