@@ -118,7 +118,7 @@ func (h *handler) onChange(key string, cluster *fleet.Cluster) (*fleet.Cluster, 
 		return cluster, nil
 	}
 	// Becoming Ready is written at once; the states on the way there wait for the
-	// Limiter, so that a registration's first moments take one write, not three.
+	// Limiter, so that a registration's first moments take fewer writes.
 	if wait := h.patches.Wait(key); wait > 0 && !(ready(status) && !ready(&cluster.Status)) {
 		h.clusters.EnqueueAfter(cluster.Namespace, cluster.Name, wait)
 		return cluster, nil
