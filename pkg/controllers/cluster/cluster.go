@@ -68,11 +68,6 @@ type handler struct {
 // Ready in one or two writes rather than three or four.
 const firstStatusAfter = 3 * time.Second
 
-func ready(status *fleet.ClusterStatus) bool {
-	c := conditions.Get(status.Conditions, fleet.ConditionReady)
-	return c != nil && c.Status == corev1.ConditionTrue
-}
-
 // Register starts handling Clusters. The requests cache must carry the
 // request.ByClientID index (request.Register adds it).
 func Register(ctx context.Context, settings Settings, clusters fleetcontrollers.ClusterController, requests fleetcontrollers.ClusterRegistrationRequestController,
@@ -119,7 +114,7 @@ func (h *handler) onChange(key string, cluster *fleet.Cluster) (*fleet.Cluster, 
 	}
 	// Becoming Ready is written at once; the states on the way there wait for the
 	// Limiter, so that a registration's first moments take fewer writes.
-	if wait := h.patches.Wait(key); wait > 0 && !(ready(status) && !ready(&cluster.Status)) {
+	if wait := h.patches.Wait(key); wait > 0 && !statuspatch.BecomesReady(cluster.Status.Conditions, status.Conditions) {
 		h.clusters.EnqueueAfter(cluster.Namespace, cluster.Name, wait)
 		return cluster, nil
 	}

@@ -13,6 +13,9 @@ import (
 	"time"
 
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+
+	fleet "github.com/flotilla/flotilla/pkg/apis/fleet.cattle.io/v1alpha1"
+	"github.com/flotilla/flotilla/pkg/conditions"
 )
 
 // Debounce is how long a summary of other objects (a Bundle's of its
@@ -80,3 +83,9 @@ func (l *Limiter) Wait(key string) time.Duration {
 
 // Forget drops key, for a deleted object.
 func (l *Limiter) Forget(key string) { l.next.Delete(key) }
+
+// BecomesReady says whether after turns the Ready condition True where before had
+// not: news a user waits for, which controllers write without waiting for the Limiter.
+func BecomesReady(before, after []fleet.Condition) bool {
+	return conditions.IsTrue(after, fleet.ConditionReady) && !conditions.IsTrue(before, fleet.ConditionReady)
+}

@@ -3,6 +3,10 @@ package statuspatch
 import (
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	fleet "github.com/flotilla/flotilla/pkg/apis/fleet.cattle.io/v1alpha1"
 )
 
 type status struct {
@@ -73,5 +77,24 @@ func TestLimiterFirstPatchWaitsFirst(t *testing.T) {
 	}
 	if got := l.Wait("a"); got != Debounce {
 		t.Fatalf("right after a patch: wait %v, want %v", got, Debounce)
+	}
+}
+
+func TestBecomesReadyOnlyOnTheTurn(t *testing.T) {
+	ready := []fleet.Condition{{Type: fleet.ConditionReady, Status: corev1.ConditionTrue}}
+	notReady := []fleet.Condition{{Type: fleet.ConditionReady, Status: corev1.ConditionFalse}}
+	for name, c := range map[string]struct {
+		before, after []fleet.Condition
+		want          bool
+	}{
+		"no status yet, Ready":   {nil, ready, true},
+		"not Ready, then Ready":  {notReady, ready, true},
+		"Ready, still Ready":     {ready, ready, false},
+		"Ready, then not Ready":  {ready, notReady, false},
+		"no status yet, not yet": {nil, notReady, false},
+	} {
+		if got := BecomesReady(c.before, c.after); got != c.want {
+			t.Errorf("%s: %v, want %v", name, got, c.want)
+		}
 	}
 }
