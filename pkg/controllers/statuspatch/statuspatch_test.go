@@ -35,49 +35,48 @@ func TestForHoldsOnlyWhatChanged(t *testing.T) {
 	}
 }
 
-func TestLimiterSpacesPatchesOfEachObject(t *testing.T) {
+// step advances the clock by after, forgets key if asked, then asks Wait(key).
+type step struct {
+	what   string
+	after  time.Duration
+	forget bool
+	key    string
+	want   time.Duration
+}
+
+func runLimiter(t *testing.T, l *Limiter, steps []step) {
+	t.Helper()
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	l := Limiter{Now: func() time.Time { return now }}
-	if got := l.Wait("a"); got != Debounce {
-		t.Fatalf("first patch of a: wait %v, want %v", got, Debounce)
-	}
-	now = now.Add(Debounce / 4)
-	if got := l.Wait("a"); got != Debounce*3/4 {
-		t.Fatalf("a a quarter later: wait %v, want %v", got, Debounce*3/4)
-	}
-	if got := l.Wait("b"); got != Debounce {
-		t.Fatalf("b is its own object: wait %v, want %v", got, Debounce)
-	}
-	now = now.Add(Debounce)
-	if got := l.Wait("a"); got != 0 {
-		t.Fatalf("a after its Debounce: wait %v, want 0", got)
-	}
-	if got := l.Wait("a"); got != Debounce {
-		t.Fatalf("a right after a patch: wait %v, want %v", got, Debounce)
-	}
-	l.Forget("a")
-	if got := l.Wait("a"); got != Debounce {
-		t.Fatalf("a forgotten then seen again: wait %v, want %v", got, Debounce)
+	l.Now = func() time.Time { return now }
+	for _, s := range steps {
+		now = now.Add(s.after)
+		if s.forget {
+			l.Forget(s.key)
+		}
+		if got := l.Wait(s.key); got != s.want {
+			t.Fatalf("%s: wait %v, want %v", s.what, got, s.want)
+		}
 	}
 }
 
+func TestLimiterSpacesPatchesOfEachObject(t *testing.T) {
+	runLimiter(t, &Limiter{}, []step{
+		{what: "first patch of a", key: "a", want: Debounce},
+		{what: "a a quarter later", after: Debounce / 4, key: "a", want: Debounce * 3 / 4},
+		{what: "b is its own object", key: "b", want: Debounce},
+		{what: "a after its Debounce", after: Debounce, key: "a", want: 0},
+		{what: "a right after a patch", key: "a", want: Debounce},
+		{what: "a forgotten then seen again", forget: true, key: "a", want: Debounce},
+	})
+}
+
 func TestLimiterFirstPatchWaitsFirst(t *testing.T) {
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	l := Limiter{First: 3 * Debounce, Now: func() time.Time { return now }}
-	if got := l.Wait("a"); got != 3*Debounce {
-		t.Fatalf("first patch: wait %v, want %v", got, 3*Debounce)
-	}
-	now = now.Add(2 * Debounce)
-	if got := l.Wait("a"); got != Debounce {
-		t.Fatalf("two Debounces in: wait %v, want %v", got, Debounce)
-	}
-	now = now.Add(Debounce)
-	if got := l.Wait("a"); got != 0 {
-		t.Fatalf("after First: wait %v, want 0", got)
-	}
-	if got := l.Wait("a"); got != Debounce {
-		t.Fatalf("right after a patch: wait %v, want %v", got, Debounce)
-	}
+	runLimiter(t, &Limiter{First: 3 * Debounce}, []step{
+		{what: "first patch", key: "a", want: 3 * Debounce},
+		{what: "two Debounces in", after: 2 * Debounce, key: "a", want: Debounce},
+		{what: "after First", after: Debounce, key: "a", want: 0},
+		{what: "right after a patch", key: "a", want: Debounce},
+	})
 }
 
 func TestBecomesReadyOnlyOnTheTurn(t *testing.T) {
