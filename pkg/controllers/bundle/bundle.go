@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
@@ -66,7 +65,7 @@ func Register(ctx context.Context, bundles fleetcontrollers.BundleController, de
 	contents fleetcontrollers.ContentController, clusters fleetcontrollers.ClusterController, groups fleetcontrollers.ClusterGroupController,
 	events record.EventRecorder) {
 	h := &handler{bundles: bundles, deployments: deployments, contents: contents, clusters: clusters.Cache(), groups: groups.Cache(),
-		events: events, seen: map[string]string{}, patches: statuspatch.Limiter{First: firstStatusAfter}}
+		events: events, seen: map[string]string{}, patches: statuspatch.Limiter{First: statuspatch.NewObjectWait}}
 	AddIndexers(deployments.Cache())
 	bundles.Cache().AddIndexer(byTargetName, func(b *fleet.Bundle) ([]string, error) {
 		var keys []string
@@ -132,19 +131,14 @@ func (h *handler) onChange(key string, bundle *fleet.Bundle) (*fleet.Bundle, err
 	return h.updateStatus(bundle, status, true)
 }
 
-// firstStatusAfter is how long a Bundle new to the hub waits for its first status
-// patch unless it is Ready sooner: an agent bundle's first moments (its
-// BundleDeployment written, then applied) take one write instead of two.
-const firstStatusAfter = 3 * time.Second
-
 // updateStatus patches the Bundle's status to status; limited, at most once a
 // Debounce (see statuspatch.Limiter), except when it becomes Ready.
 func (h *handler) updateStatus(bundle *fleet.Bundle, status *fleet.BundleStatus, limited bool) (*fleet.Bundle, error) {
 	if equality.Semantic.DeepEqual(*status, bundle.Status) {
 		return bundle, nil
 	}
-	wait := h.patches.Wait(bundle.Namespace + "/" + bundle.Name)
-	if limited && wait > 0 && !statuspatch.BecomesReady(bundle.Status.Conditions, status.Conditions) {
+	wait := h.patches.Wait(bundle.Namespace+"/"+bundle.Name, bundle.Status.Conditions, status.Conditions)
+	if limited && wait > 0 {
 		h.bundles.EnqueueAfter(bundle.Namespace, bundle.Name, wait)
 		return bundle, nil
 	}

@@ -62,19 +62,13 @@ type handler struct {
 	patches statuspatch.Limiter
 }
 
-// firstStatusAfter is how long a Cluster new to the hub waits for its first status
-// patch unless it is Ready sooner: long enough, under load, for a registering agent to
-// check in and its agent bundle to be applied, so that the status goes from empty to
-// Ready in one or two writes rather than three or four.
-const firstStatusAfter = 3 * time.Second
-
 // Register starts handling Clusters. The requests cache must carry the
 // request.ByClientID index (request.Register adds it).
 func Register(ctx context.Context, settings Settings, clusters fleetcontrollers.ClusterController, requests fleetcontrollers.ClusterRegistrationRequestController,
 	deployments fleetcontrollers.BundleDeploymentController, namespaces *clusterns.Ensurer, kube kubernetes.Interface, events record.EventRecorder) {
 	h := &handler{settings: settings, clusters: clusters, requests: requests, deployments: deployments.Cache(),
 		namespaces: namespaces, kube: kube, events: events, now: time.Now,
-		patches: statuspatch.Limiter{First: firstStatusAfter}}
+		patches: statuspatch.Limiter{First: statuspatch.NewObjectWait}}
 	clusters.OnChange(ctx, "cluster", h.onChange)
 	clusters.OnRemove(ctx, names.ClusterCleanup, h.onRemove)
 	// A BundleDeployment's change changes its cluster's summary.
@@ -112,9 +106,7 @@ func (h *handler) onChange(key string, cluster *fleet.Cluster) (*fleet.Cluster, 
 	if equality.Semantic.DeepEqual(*status, cluster.Status) {
 		return cluster, nil
 	}
-	// Becoming Ready is written at once; the states on the way there wait for the
-	// Limiter, so that a registration's first moments take fewer writes.
-	if wait := h.patches.Wait(key); wait > 0 && !statuspatch.BecomesReady(cluster.Status.Conditions, status.Conditions) {
+	if wait := h.patches.Wait(key, cluster.Status.Conditions, status.Conditions); wait > 0 {
 		h.clusters.EnqueueAfter(cluster.Namespace, cluster.Name, wait)
 		return cluster, nil
 	}

@@ -50,7 +50,7 @@ func For(before, after any) ([]byte, error) {
 // changes of a busy second (a new Cluster's namespace, its agent bundle, its agent's
 // first check-in and its first Ready bundle) are written as one patch. The first
 // patch of an object the Limiter has not seen waits First (Debounce if zero): a new
-// object's status settles in its first moments.
+// object's status settles in its first moments. Turning Ready is never held back.
 type Limiter struct {
 	next sync.Map // key → time.Time before which no patch is allowed
 	// First is how long the first patch of an object waits; zero means Debounce.
@@ -59,9 +59,16 @@ type Limiter struct {
 	Now func() time.Time
 }
 
-// Wait is how long to wait before patching key's status; 0 means now, and counts as
-// the patch.
-func (l *Limiter) Wait(key string) time.Duration {
+// NewObjectWait is the First of the hub's Clusters and Bundles: long enough, under
+// load, for a registering agent to check in and its agent bundle to be applied, so
+// that a new object's status goes from empty to Ready in one or two writes rather
+// than three or four.
+const NewObjectWait = 3 * time.Second
+
+// Wait is how long to wait before patching key's status, whose Ready condition goes
+// from before to after; 0 means now, and counts as the patch. A status that turns
+// Ready is news a user waits for: it is patched at once.
+func (l *Limiter) Wait(key string, before, after []fleet.Condition) time.Duration {
 	now := time.Now()
 	if l.Now != nil {
 		now = l.Now()
@@ -70,11 +77,11 @@ func (l *Limiter) Wait(key string) time.Duration {
 	if first == 0 {
 		first = Debounce
 	}
-	next, seen := l.next.LoadOrStore(key, now.Add(first))
-	if !seen {
-		return first
+	wait := first
+	if next, seen := l.next.LoadOrStore(key, now.Add(first)); seen {
+		wait = next.(time.Time).Sub(now)
 	}
-	if wait := next.(time.Time).Sub(now); wait > 0 {
+	if wait > 0 && !BecomesReady(before, after) {
 		return wait
 	}
 	l.next.Store(key, now.Add(Debounce))
@@ -84,8 +91,7 @@ func (l *Limiter) Wait(key string) time.Duration {
 // Forget drops key, for a deleted object.
 func (l *Limiter) Forget(key string) { l.next.Delete(key) }
 
-// BecomesReady says whether after turns the Ready condition True where before had
-// not: news a user waits for, which controllers write without waiting for the Limiter.
+// BecomesReady says whether after turns the Ready condition True where before had not.
 func BecomesReady(before, after []fleet.Condition) bool {
 	return conditions.IsTrue(after, fleet.ConditionReady) && !conditions.IsTrue(before, fleet.ConditionReady)
 }

@@ -35,13 +35,15 @@ func TestForHoldsOnlyWhatChanged(t *testing.T) {
 	}
 }
 
-// step advances the clock by after, forgets key if asked, then asks Wait(key).
+// step advances the clock by after, forgets key if asked, then asks Wait(key, from, to).
 type step struct {
 	what   string
 	after  time.Duration
 	forget bool
 	key    string
-	want   time.Duration
+	// from and to are the conditions the patch takes the status from and to.
+	from, to []fleet.Condition
+	want     time.Duration
 }
 
 func runLimiter(t *testing.T, l *Limiter, steps []step) {
@@ -53,7 +55,7 @@ func runLimiter(t *testing.T, l *Limiter, steps []step) {
 		if s.forget {
 			l.Forget(s.key)
 		}
-		if got := l.Wait(s.key); got != s.want {
+		if got := l.Wait(s.key, s.from, s.to); got != s.want {
 			t.Fatalf("%s: wait %v, want %v", s.what, got, s.want)
 		}
 	}
@@ -76,6 +78,15 @@ func TestLimiterFirstPatchWaitsFirst(t *testing.T) {
 		{what: "two Debounces in", after: 2 * Debounce, key: "a", want: Debounce},
 		{what: "after First", after: Debounce, key: "a", want: 0},
 		{what: "right after a patch", key: "a", want: Debounce},
+	})
+}
+
+func TestLimiterLetsTurningReadyThrough(t *testing.T) {
+	ready := []fleet.Condition{{Type: fleet.ConditionReady, Status: corev1.ConditionTrue}}
+	runLimiter(t, &Limiter{First: 3 * Debounce}, []step{
+		{what: "first patch, not Ready", key: "a", want: 3 * Debounce},
+		{what: "turning Ready", key: "a", to: ready, want: 0},
+		{what: "Ready again right after", key: "a", from: ready, to: ready, want: Debounce},
 	})
 }
 
