@@ -116,7 +116,9 @@ func run(o options) (*report, error) {
 	if err != nil {
 		return nil, err
 	}
-	cpArgs := []string{"controlplane", "--data-dir", filepath.Join(dir, "cp"), "--bind-address", "127.0.0.1", "--secure-port", strconv.Itoa(cpPort)}
+	// Like the hub's embedded control plane: it authorizes cluster identities itself
+	// (the default) and runs no Pods.
+	cpArgs := []string{"controlplane", "--data-dir", filepath.Join(dir, "cp"), "--bind-address", "127.0.0.1", "--secure-port", strconv.Itoa(cpPort), "--workloads=false"}
 	if o.profileDir != "" {
 		cpArgs = append(cpArgs, "--profiling")
 		o.hubArgs = append(o.hubArgs, "--profiling")

@@ -4,6 +4,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -131,6 +132,8 @@ cluster instead, installing or updating the fleet.cattle.io CRDs there itself.`,
 				return fmt.Errorf("leader election needs 0 < --leader-elect-retry-period (%s) < --leader-elect-renew-deadline (%s) < --leader-elect-lease-duration (%s)",
 					election.RetryPeriod, election.RenewDeadline, election.LeaseDuration)
 			}
+			// The hub's own control plane authorizes cluster identities and runs no Pods.
+			opts.ControlPlane.IdentityAuthorizer, opts.ControlPlane.Workloads = true, false
 			ctx := signals.Context()
 			if opts.Embedded() {
 				logrus.WithField("dataDir", cpConfig.DataDir).Info("Starting the embedded control plane")
@@ -162,8 +165,10 @@ cluster instead, installing or updating the fleet.cattle.io CRDs there itself.`,
 
 func newControlPlaneCommand() *cobra.Command {
 	var (
-		cp       controlPlaneFlags
-		simulate bool
+		cp         controlPlaneFlags
+		simulate   bool
+		identities bool
+		workloads  bool
 	)
 	cmd := &cobra.Command{
 		Use:   "controlplane",
@@ -177,11 +182,17 @@ to try Flotilla on one machine.`,
 			if err != nil {
 				return err
 			}
+			if simulate && !workloads {
+				return errors.New("--simulate-workloads needs the controllers of --workloads")
+			}
+			cpConfig.IdentityAuthorizer, cpConfig.Workloads = identities, workloads
 			logrus.WithField("dataDir", cpConfig.DataDir).Info("Starting the control plane")
 			return hub.ControlPlaneOnly(signals.Context(), cpConfig, simulate, announceControlPlane)
 		},
 	}
 	cp.register(cmd, defaultDataDir("flotilla-downstream"), 6444)
+	cmd.Flags().BoolVar(&identities, "identity-authorizer", true, "authorize Flotilla cluster identities in the API server, as the hub's embedded control plane does, so that a hub run against this control plane creates no RBAC objects for them; false makes it authorize like any other cluster")
+	cmd.Flags().BoolVar(&workloads, "workloads", true, "run the controllers Pods need (a default ServiceAccount and the kube-root-ca.crt ConfigMap in every namespace); false makes it like the hub's embedded control plane, which runs no Pods")
 	cmd.Flags().BoolVar(&simulate, "simulate-workloads", false, "report every Deployment and StatefulSet rolled out and available, as the kubelets this control plane lacks would once its Pods ran (nothing runs); for trying Flotilla with agents run as processes")
 	return cmd
 }

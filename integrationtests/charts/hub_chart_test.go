@@ -37,7 +37,7 @@ func TestHubChartLintsClean(t *testing.T) {
 // cluster through it: the chart's least-privilege RBAC is enough for the hub's work.
 func TestHubChartInstallsAndItsRBACSuffices(t *testing.T) {
 	t.Parallel()
-	host := framework.StartControlPlane(t, "hub-host")
+	host := framework.StartControlPlane(t, "hub-host", "--identity-authorizer=false")
 	ds := framework.StartControlPlane(t, "downstream")
 	url := host.RESTConfig().Host
 	out, err := host.Helm("install", "flotilla", hubChart(t), "-n", "cattle-fleet-system", "--create-namespace",

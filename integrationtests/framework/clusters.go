@@ -94,14 +94,22 @@ func (h *Hub) Restart() {
 }
 
 // StartControlPlane starts `hub controlplane`, a downstream cluster, on a fresh port
-// and data directory, and returns once its API server is ready.
-func StartControlPlane(t testing.TB, name string) *Cluster {
+// and data directory, with extra flags, and returns once its API server is ready.
+func StartControlPlane(t testing.TB, name string, extraArgs ...string) *Cluster {
 	t.Helper()
 	c := newCluster(t, name, "flt-ds-")
-	c.Process = startProcess(t, name, filepath.Join(c.DataDir, "controlplane.log"), filepath.Join(BinDir(t), "hub"),
-		"controlplane", "--data-dir", c.DataDir, "--bind-address", "127.0.0.1", "--secure-port", strconv.Itoa(c.Port))
+	args := append([]string{"controlplane", "--data-dir", c.DataDir, "--bind-address", "127.0.0.1", "--secure-port", strconv.Itoa(c.Port)}, extraArgs...)
+	c.Process = startProcess(t, name, filepath.Join(c.DataDir, "controlplane.log"), filepath.Join(BinDir(t), "hub"), args...)
 	c.waitAPIReady(startTimeout)
 	return &c
+}
+
+// StartForeignHub runs the hub (`hub --kubeconfig`) against a control plane that
+// authorizes like any cluster not Flotilla's own: the hub then creates RBAC objects
+// for every cluster identity, as it does on a cluster it is installed into by Helm.
+func StartForeignHub(t testing.TB, extraArgs ...string) *Hub {
+	t.Helper()
+	return StartHubOn(t, StartControlPlane(t, "foreign-hub-host", "--identity-authorizer=false"), extraArgs...)
 }
 
 func newCluster(t testing.TB, name, dirPrefix string) Cluster {

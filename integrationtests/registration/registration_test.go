@@ -5,6 +5,7 @@ package registration
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -347,9 +348,11 @@ func countRegistrationObjects(ctx context.Context, t *testing.T, hub *framework.
 	return counts
 }
 
+// The hub runs against a control plane that authorizes like any other cluster, so
+// that it creates RBAC objects for the identity, and they must go too.
 func TestDeletingAClusterLeavesNothing(t *testing.T) {
 	t.Parallel()
-	hub := framework.StartHub(t)
+	hub := framework.StartForeignHub(t)
 	ds := framework.StartControlPlane(t, "downstream")
 	values := hub.CreateToken(workspace, "new-token", "240h")
 	framework.InstallAgent(t, ds, values)
@@ -359,6 +362,9 @@ func TestDeletingAClusterLeavesNothing(t *testing.T) {
 	agent.Stop()
 
 	ctx := context.Background()
+	if _, err := hub.Client().RbacV1().ClusterRoleBindings().Get(ctx, names.ContentsBinding(cred.DeploymentNamespace), framework.Get); err != nil {
+		t.Fatalf("the hub made no Contents ClusterRoleBinding for the identity on a cluster that needs one: %v", err)
+	}
 	if err := hub.Fleet().FleetV1alpha1().Clusters(workspace).Delete(ctx, cred.ClusterName, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -392,9 +398,23 @@ func TestDeletingAClusterLeavesNothing(t *testing.T) {
 	})
 }
 
+// Cluster identities are isolated both where the hub's control plane authorizes them
+// and where RBAC objects do.
 func TestClusterIdentitiesAreIsolated(t *testing.T) {
 	t.Parallel()
-	hub := framework.StartHub(t)
+	t.Run("identity authorizer", func(t *testing.T) {
+		t.Parallel()
+		testIdentitiesAreIsolated(t, framework.StartHub(t), 0)
+	})
+	t.Run("RBAC objects", func(t *testing.T) {
+		t.Parallel()
+		testIdentitiesAreIsolated(t, framework.StartForeignHub(t), 4)
+	})
+}
+
+// testIdentitiesAreIsolated registers two clusters with hub, which makes rbacObjects
+// RBAC objects for each identity, and checks what one identity may do.
+func testIdentitiesAreIsolated(t *testing.T, hub *framework.Hub, rbacObjects int) {
 	a := framework.StartControlPlane(t, "downstream-a")
 	b := framework.StartControlPlane(t, "downstream-b")
 	values := hub.CreateToken(workspace, "new-token", "240h")
@@ -414,6 +434,25 @@ func TestClusterIdentitiesAreIsolated(t *testing.T) {
 	patch := []byte(`{"status":{"agent":{"namespace":"cattle-fleet-system"}}}`)
 	if _, err := fleetA.FleetV1alpha1().Clusters(workspace).Patch(ctx, credA.ClusterName, types.MergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
 		t.Errorf("A cannot patch its own Cluster's status: %v", err)
+	}
+
+	contents, err := hub.Fleet().FleetV1alpha1().Contents().List(ctx, metav1.ListOptions{})
+	if err != nil || len(contents.Items) == 0 {
+		t.Fatalf("no Content to read (%v)", err)
+	}
+	if _, err := fleetA.FleetV1alpha1().Contents().Get(ctx, contents.Items[0].Name, framework.Get); err != nil {
+		t.Errorf("A cannot get a Content by name: %v", err)
+	}
+	selector := metav1.ListOptions{LabelSelector: names.ClusterLabel + "=" + credA.ClusterName}
+	made := 0
+	roles, err := hub.Client().RbacV1().Roles("").List(ctx, selector)
+	made += len(roles.Items)
+	bindings, err2 := hub.Client().RbacV1().RoleBindings("").List(ctx, selector)
+	made += len(bindings.Items)
+	clusterBindings, err3 := hub.Client().RbacV1().ClusterRoleBindings().List(ctx, selector)
+	made += len(clusterBindings.Items)
+	if err := errors.Join(err, err2, err3); err != nil || made != rbacObjects {
+		t.Errorf("the hub made %d RBAC objects for A's identity, want %d (%v)", made, rbacObjects, err)
 	}
 
 	forbidden := map[string]error{}

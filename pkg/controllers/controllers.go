@@ -63,6 +63,9 @@ type Settings struct {
 	// ClusterOfflineAfter is how long after its agent's last check-in a Cluster is
 	// shown as offline (Ready=Unknown).
 	ClusterOfflineAfter time.Duration
+	// APIServerAuthorizesIdentities says that the API server authorizes cluster
+	// identities itself (Flotilla's control plane), so they need no RBAC objects.
+	APIServerAuthorizesIdentities bool
 }
 
 // DefaultSettings are the settings the hub's flags default to.
@@ -128,6 +131,7 @@ func (m *Manager) Start(ctx context.Context) error {
 	request.Register(ctx, request.Settings{
 		APIServerURL: m.settings.APIServerURL, APIServerCA: m.settings.APIServerCA,
 		ClusterTokenTTL: m.settings.ClusterTokenTTL, AgentTokenRenewAfter: m.settings.AgentTokenRenewAfter,
+		APIServerAuthorizesIdentities: m.settings.APIServerAuthorizesIdentities,
 	}, fleet.ClusterRegistrationRequest(), fleet.Cluster(), fleet.ClusterRegistrationToken().Cache(), namespaces, kube, events)
 	cluster.Register(ctx, cluster.Settings{OfflineAfter: m.settings.ClusterOfflineAfter},
 		fleet.Cluster(), fleet.ClusterRegistrationRequest(), fleet.BundleDeployment(), namespaces, kube, events)

@@ -7,7 +7,11 @@ import (
 
 	"github.com/spf13/pflag"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+	"k8s.io/apiserver/pkg/authorization/union"
+	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/kubernetes/cmd/kube-apiserver/app"
 	"k8s.io/kubernetes/cmd/kube-apiserver/app/options"
 )
@@ -65,6 +69,43 @@ func (c *ControlPlane) runAPIServer(ctx context.Context, etcdURL string, done ch
 	if errs := completed.Validate(); len(errs) != 0 {
 		return fmt.Errorf("kube-apiserver options: %w", utilerrors.NewAggregate(errs))
 	}
-	go func() { done <- app.Run(ctx, completed) }()
+	if completed.InformerName == nil {
+		if completed.InformerName, err = cache.NewInformerName("kube-apiserver"); err != nil {
+			return err
+		}
+	}
+	// What app.Run does, with the identity authorizer put before RBAC.
+	config, err := app.NewConfig(completed)
+	if err != nil {
+		return fmt.Errorf("configuring kube-apiserver: %w", err)
+	}
+	if c.cfg.IdentityAuthorizer {
+		identities, err := newIdentityAuthorizer()
+		if err != nil {
+			return err
+		}
+		// Each server of the chain has its own copy of the generic configuration.
+		for _, generic := range []*genericapiserver.Config{config.KubeAPIs.ControlPlane.Generic, &config.ApiExtensions.GenericConfig.Config, &config.Aggregator.GenericConfig.Config} {
+			generic.Authorization.Authorizer, err = union.New(
+				union.NamedAuthorizer{AuthorizerName: "flotilla-identities", Authorizer: authorizer.AuthorizerFunc(identities.Authorize)},
+				union.NamedAuthorizer{AuthorizerName: "kube-apiserver", Authorizer: generic.Authorization.Authorizer})
+			if err != nil {
+				return err
+			}
+		}
+	}
+	completedConfig, err := config.Complete()
+	if err != nil {
+		return fmt.Errorf("completing the kube-apiserver configuration: %w", err)
+	}
+	server, err := app.CreateServerChain(completedConfig)
+	if err != nil {
+		return fmt.Errorf("creating kube-apiserver: %w", err)
+	}
+	prepared, err := server.PrepareRun()
+	if err != nil {
+		return fmt.Errorf("preparing kube-apiserver: %w", err)
+	}
+	go func() { done <- prepared.Run(ctx) }()
 	return nil
 }

@@ -3,6 +3,7 @@ package controlplane
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -14,11 +15,15 @@ import (
 // controllers are the kube-controller-manager controllers a cluster without nodes
 // still needs, and that Flotilla relies on as it would on any cluster.
 var controllers = []string{
-	names.GarbageCollectorController,           // owner references: deleting a token deletes what it owns
-	names.NamespaceController,                  // deleting a namespace deletes its contents
+	names.GarbageCollectorController,       // owner references: deleting a token deletes what it owns
+	names.NamespaceController,              // deleting a namespace deletes its contents
+	names.ClusterRoleAggregationController, // the admin, edit and view ClusterRoles
+}
+
+// workloadControllers are the controllers Pods need, run with Config.Workloads.
+var workloadControllers = []string{
 	names.ServiceAccountController,             // the "default" ServiceAccount of every namespace
 	names.RootCACertificatePublisherController, // kube-root-ca.crt in every namespace
-	names.ClusterRoleAggregationController,     // the admin, edit and view ClusterRoles
 }
 
 // runControllerManager runs the controllers above against the API server, with
@@ -33,9 +38,13 @@ func (c *ControlPlane) runControllerManager(ctx context.Context, kubeconfigPath 
 	for _, f := range s.Flags(known, disabled, aliases).FlagSets {
 		fs.AddFlagSet(f)
 	}
+	run := controllers
+	if c.cfg.Workloads {
+		run = append(slices.Clone(controllers), workloadControllers...)
+	}
 	flags := []string{
 		"--kubeconfig=" + kubeconfigPath,
-		"--controllers=" + strings.Join(controllers, ","),
+		"--controllers=" + strings.Join(run, ","),
 		"--leader-elect=false",
 		"--secure-port=0",
 		"--root-ca-file=" + c.pki.certFile(caName),

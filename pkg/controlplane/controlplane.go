@@ -35,6 +35,13 @@ type Config struct {
 	TLSSANs []string
 	// Profiling serves the API server's Go profiles at /debug/pprof (to its admins).
 	Profiling bool
+	// IdentityAuthorizer authorizes cluster identities in the API server itself, so
+	// the hub creates no RBAC objects for them (see identityAuthorizer).
+	IdentityAuthorizer bool
+	// Workloads runs the controllers that Pods need: a "default" ServiceAccount and
+	// the kube-root-ca.crt ConfigMap in every namespace. A hub's control plane runs
+	// no Pods and goes without, saving two writes for every per-cluster namespace.
+	Workloads bool
 }
 
 // ControlPlane is a running embedded control plane.

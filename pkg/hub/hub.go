@@ -145,6 +145,12 @@ func Run(ctx context.Context, opts Options) error {
 			settings.APIServerCA = cp.CAPEM
 		}
 	}
+	settings.APIServerAuthorizesIdentities, err = controlplane.AuthorizesClusterIdentities(ctx, client)
+	if err != nil {
+		logrus.WithError(err).Warn("Creating RBAC objects for every cluster identity")
+	} else if !settings.APIServerAuthorizesIdentities {
+		logrus.Info("The API server does not authorize cluster identities itself: creating RBAC objects for every cluster identity")
+	}
 	manager, err := controllers.New(cfg, settings)
 	if err != nil {
 		return err

@@ -130,6 +130,22 @@ func ClusterNamespace(workspace, name string) string {
 	return base + "-" + hash
 }
 
+// IsClusterNamespace says whether namespace has the form of a per-cluster namespace:
+// "cluster-", then a name, then "-" and the eight hex digits of ClusterNamespace.
+func IsClusterNamespace(namespace string) bool {
+	const hashLen = 8
+	rest, ok := strings.CutPrefix(namespace, "cluster-")
+	if !ok || len(rest) < hashLen+2 || rest[len(rest)-hashLen-1] != '-' {
+		return false
+	}
+	for _, r := range rest[len(rest)-hashLen:] {
+		if !strings.ContainsRune("0123456789abcdef", r) {
+			return false
+		}
+	}
+	return true
+}
+
 // TokenServiceAccount is the ServiceAccount behind a ClusterRegistrationToken.
 func TokenServiceAccount(token string) string {
 	return Limit(token+"-registration", maxName)

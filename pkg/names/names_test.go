@@ -35,6 +35,16 @@ func TestDerivedNamesAreValidAndStable(t *testing.T) {
 	if !strings.HasPrefix(ClusterNamespace("clusters", "my-cluster"), "cluster-clusters-my-cluster-") {
 		t.Errorf("namespace %q does not read cluster-<workspace>-<cluster>-<hash>", ClusterNamespace("clusters", "my-cluster"))
 	}
+	for _, ns := range []string{ClusterNamespace("clusters", "my-cluster"), ClusterNamespace(long, long)} {
+		if !IsClusterNamespace(ns) {
+			t.Errorf("IsClusterNamespace(%q) is false", ns)
+		}
+	}
+	for _, ns := range []string{"clusters", "cluster-", "cluster-abcdef12", "cluster-x-abcdef1", "cluster-x-ABCDEF12", "cluster-x_abcdef12", "kube-system"} {
+		if IsClusterNamespace(ns) {
+			t.Errorf("IsClusterNamespace(%q) is true", ns)
+		}
+	}
 	if CredentialSecret("a", "bc") == CredentialSecret("ab", "c") {
 		t.Error("credential names collide when clientID and clientRandom are split differently")
 	}

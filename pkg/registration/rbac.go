@@ -100,10 +100,7 @@ func ClusterIdentity(workspace, cluster, clusterNamespace string) ClusterIdentit
 		},
 		StatusRole: &rbacv1.Role{
 			ObjectMeta: metav1.ObjectMeta{Name: statusRole, Namespace: workspace, Labels: labels},
-			Rules: []rbacv1.PolicyRule{
-				{APIGroups: []string{"fleet.cattle.io"}, Resources: []string{"clusters"}, ResourceNames: []string{cluster}, Verbs: []string{"get"}},
-				{APIGroups: []string{"fleet.cattle.io"}, Resources: []string{"clusters/status"}, ResourceNames: []string{cluster}, Verbs: []string{"get", "patch"}},
-			},
+			Rules:      ClusterStatusRules(cluster),
 		},
 		StatusBinding: &rbacv1.RoleBinding{
 			ObjectMeta: metav1.ObjectMeta{Name: statusRole, Namespace: workspace, Labels: labels},
@@ -115,5 +112,14 @@ func ClusterIdentity(workspace, cluster, clusterNamespace string) ClusterIdentit
 			RoleRef:    clusterRoleRef(names.AgentContentsClusterRole),
 			Subjects:   subject,
 		},
+	}
+}
+
+// ClusterStatusRules are what a cluster identity may do in its workspace: get its own
+// Cluster, and get and patch that Cluster's status.
+func ClusterStatusRules(cluster string) []rbacv1.PolicyRule {
+	return []rbacv1.PolicyRule{
+		{APIGroups: []string{"fleet.cattle.io"}, Resources: []string{"clusters"}, ResourceNames: []string{cluster}, Verbs: []string{"get"}},
+		{APIGroups: []string{"fleet.cattle.io"}, Resources: []string{"clusters/status"}, ResourceNames: []string{cluster}, Verbs: []string{"get", "patch"}},
 	}
 }

@@ -44,6 +44,9 @@ type Settings struct {
 	// AgentTokenRenewAfter, if set, makes agents renew after this long instead of
 	// half way through the token's lifetime.
 	AgentTokenRenewAfter time.Duration
+	// APIServerAuthorizesIdentities says that the API server authorizes cluster
+	// identities itself, so the hub creates no RBAC objects for them.
+	APIServerAuthorizesIdentities bool
 }
 
 type handler struct {
@@ -159,9 +162,11 @@ func (h *handler) grant(ctx context.Context, req *fleet.ClusterRegistrationReque
 	if err := h.ensureIdentity(ctx, req, clusterNS, existed); err != nil {
 		return "", err
 	}
-	rbac := registration.ClusterIdentity(cluster.Namespace, cluster.Name, clusterNS)
-	if err := h.ensureIdentityRBAC(ctx, cluster, rbac); err != nil {
-		return "", err
+	if !h.settings.APIServerAuthorizesIdentities {
+		rbac := registration.ClusterIdentity(cluster.Namespace, cluster.Name, clusterNS)
+		if err := h.ensureIdentityRBAC(ctx, cluster, rbac); err != nil {
+			return "", err
+		}
 	}
 
 	seconds := int64(h.settings.ClusterTokenTTL.Seconds())

@@ -1,0 +1,68 @@
+package controlplane
+
+import (
+	"context"
+	"testing"
+
+	"k8s.io/apiserver/pkg/authentication/serviceaccount"
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+
+	"github.com/flotilla/flotilla/pkg/names"
+)
+
+func TestIdentityAuthorizerAllowsWhatTheIdentityRBACWould(t *testing.T) {
+	a, err := newIdentityAuthorizer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := names.ClusterNamespace("clusters", "a")
+	other := names.ClusterNamespace("clusters", "b")
+	identity := &user.DefaultInfo{Name: serviceaccount.MakeUsername(ns, names.AgentIdentityServiceAccount), Groups: serviceaccount.MakeGroupNames(ns)}
+	request := func(u user.Info, verb, namespace, resource, subresource, name string) authorizer.AttributesRecord {
+		return authorizer.AttributesRecord{User: u, Verb: verb, Namespace: namespace, APIGroup: "fleet.cattle.io",
+			Resource: resource, Subresource: subresource, Name: name, ResourceRequest: true}
+	}
+	core := func(r authorizer.AttributesRecord) authorizer.AttributesRecord { r.APIGroup = ""; return r }
+
+	cases := map[string]struct {
+		attrs authorizer.AttributesRecord
+		allow bool
+	}{
+		"list its BundleDeployments":            {request(identity, "list", ns, "bundledeployments", "", ""), true},
+		"watch its BundleDeployments":           {request(identity, "watch", ns, "bundledeployments", "", ""), true},
+		"patch a BundleDeployment's status":     {request(identity, "patch", ns, "bundledeployments", "status", "x"), true},
+		"renew its own token":                   {core(request(identity, "create", ns, "serviceaccounts", "token", names.AgentIdentityServiceAccount)), true},
+		"get a Content by name":                 {request(identity, "get", "", "contents", "", "s-abc"), true},
+		"get its Cluster":                       {request(identity, "get", "clusters", "clusters", "", "a"), true},
+		"patch its Cluster's status":            {request(identity, "patch", "clusters", "clusters", "status", "a"), true},
+		"patch its Cluster's spec":              {request(identity, "patch", "clusters", "clusters", "", "a"), false},
+		"patch another Cluster's status":        {request(identity, "patch", "clusters", "clusters", "status", "b"), false},
+		"its namesake in another workspace":     {request(identity, "patch", "other", "clusters", "status", "a"), false},
+		"list Clusters":                         {request(identity, "list", "clusters", "clusters", "", ""), false},
+		"list Contents":                         {request(identity, "list", "", "contents", "", ""), false},
+		"list another's BundleDeployments":      {request(identity, "list", other, "bundledeployments", "", ""), false},
+		"update a BundleDeployment's spec":      {request(identity, "update", ns, "bundledeployments", "", "x"), false},
+		"read Secrets of its namespace":         {core(request(identity, "list", ns, "secrets", "", "")), false},
+		"a token for another ServiceAccount":    {core(request(identity, "create", ns, "serviceaccounts", "token", "default")), false},
+		"another ServiceAccount of the ns":      {request(&user.DefaultInfo{Name: serviceaccount.MakeUsername(ns, "default")}, "list", ns, "bundledeployments", "", ""), false},
+		"the name in a namespace not a cluster": {request(&user.DefaultInfo{Name: serviceaccount.MakeUsername("clusters", names.AgentIdentityServiceAccount)}, "list", "clusters", "bundledeployments", "", ""), false},
+		"a user, not a ServiceAccount":          {request(&user.DefaultInfo{Name: "fleet-agent"}, "list", ns, "bundledeployments", "", ""), false},
+	}
+	for what, c := range cases {
+		decision, reason, err := a.Authorize(context.Background(), c.attrs)
+		if err != nil {
+			t.Errorf("%s: %v", what, err)
+		}
+		switch {
+		case c.allow && decision != authorizer.DecisionAllow:
+			t.Errorf("%s: not allowed", what)
+		case !c.allow && decision != authorizer.DecisionNoOpinion:
+			t.Errorf("%s: decision %v (%s), want no opinion, for RBAC to decide", what, decision, reason)
+		}
+	}
+	nonResource := authorizer.AttributesRecord{User: identity, Verb: "get", Path: "/api"}
+	if decision, _, _ := a.Authorize(context.Background(), nonResource); decision != authorizer.DecisionNoOpinion {
+		t.Errorf("a non-resource request: decision %v, want no opinion", decision)
+	}
+}
