@@ -31,12 +31,13 @@ type Encoded struct {
 	Name string
 	// SHA256 is the hex sha256 of the uncompressed JSON.
 	SHA256 string
-	// Gzip is the compressed JSON, the Content's content field.
-	Gzip []byte
+	// raw is the uncompressed JSON.
+	raw []byte
 }
 
 // Encode prepares resources for a Content. The same resources always give the same
-// name, so Bundles with identical resources share one Content.
+// name, so Bundles with identical resources share one Content. It does not compress:
+// a hub reconciles a Bundle far more often than it creates its Content.
 func Encode(resources []fleet.BundleResource) (Encoded, error) {
 	if resources == nil {
 		resources = []fleet.BundleResource{}
@@ -47,15 +48,20 @@ func Encode(resources []fleet.BundleResource) (Encoded, error) {
 	}
 	sum := sha256.Sum256(raw)
 	sha := hex.EncodeToString(sum[:])
+	return Encoded{Name: names.Content(sha), SHA256: sha, raw: raw}, nil
+}
+
+// Gzip is the compressed JSON, the Content's content field.
+func (e Encoded) Gzip() ([]byte, error) {
 	var buf bytes.Buffer
 	zw := gzip.NewWriter(&buf)
-	if _, err := zw.Write(raw); err != nil {
-		return Encoded{}, err
+	if _, err := zw.Write(e.raw); err != nil {
+		return nil, err
 	}
 	if err := zw.Close(); err != nil {
-		return Encoded{}, err
+		return nil, err
 	}
-	return Encoded{Name: names.Content(sha), SHA256: sha, Gzip: buf.Bytes()}, nil
+	return buf.Bytes(), nil
 }
 
 // Resources reads the resources of a Content back, checking its checksum.

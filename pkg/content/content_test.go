@@ -30,7 +30,11 @@ func TestEncodeAndReadBack(t *testing.T) {
 	if enc.Name != again.Name || !strings.HasPrefix(enc.Name, "s-") || len(enc.SHA256) != 64 {
 		t.Fatalf("names %s %s", enc.Name, again.Name)
 	}
-	c := &fleet.Content{ObjectMeta: metav1.ObjectMeta{Name: enc.Name}, Content: enc.Gzip, SHA256Sum: enc.SHA256}
+	data, err := enc.Gzip()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &fleet.Content{ObjectMeta: metav1.ObjectMeta{Name: enc.Name}, Content: data, SHA256Sum: enc.SHA256}
 	back, err := Resources(c)
 	if err != nil {
 		t.Fatal(err)
@@ -45,7 +49,9 @@ func TestEncodeAndReadBack(t *testing.T) {
 
 	// A Content whose data does not match its name is refused.
 	other, _ := Encode([]fleet.BundleResource{{Name: "x.yaml", Content: "x"}})
-	c.Content = other.Gzip
+	if c.Content, err = other.Gzip(); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := Resources(c); err == nil || !strings.Contains(err.Error(), "checksum") {
 		t.Errorf("tampered content: %v", err)
 	}

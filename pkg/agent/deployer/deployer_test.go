@@ -39,7 +39,11 @@ func testDeployer(t *testing.T, resources []fleet.BundleResource) (*Deployer, *f
 	if err != nil {
 		t.Fatal(err)
 	}
-	hub := fake.NewSimpleClientset(&fleet.Content{ObjectMeta: metav1.ObjectMeta{Name: enc.Name}, Content: enc.Gzip, SHA256Sum: enc.SHA256})
+	data, err := enc.Gzip()
+	if err != nil {
+		t.Fatal(err)
+	}
+	hub := fake.NewSimpleClientset(&fleet.Content{ObjectMeta: metav1.ObjectMeta{Name: enc.Name}, Content: data, SHA256Sum: enc.SHA256})
 	log := logrus.New()
 	log.SetOutput(io.Discard)
 	d := &Deployer{Hub: hub, AgentNamespace: names.SystemNamespace, Log: log, configs: map[string]*action.Configuration{}}

@@ -306,9 +306,13 @@ func (h *handler) ensureContent(encoded content.Encoded) error {
 	if _, err := h.contents.Cache().Get(encoded.Name); err == nil {
 		return nil
 	}
-	_, err := h.contents.Create(&fleet.Content{
+	data, err := encoded.Gzip()
+	if err != nil {
+		return fmt.Errorf("compressing Content %s: %w", encoded.Name, err)
+	}
+	_, err = h.contents.Create(&fleet.Content{
 		ObjectMeta: metav1.ObjectMeta{Name: encoded.Name, Labels: map[string]string{names.ManagedLabel: "true"}},
-		Content:    encoded.Gzip,
+		Content:    data,
 		SHA256Sum:  encoded.SHA256,
 	})
 	if err != nil && !apierrors.IsAlreadyExists(err) {

@@ -125,7 +125,8 @@ func (h *handler) onChange(_ string, req *fleet.ClusterRegistrationRequest) (*fl
 	if err != nil {
 		return req, err
 	}
-	h.events.Eventf(req, corev1.EventTypeNormal, "Granted", "Registered into Cluster %s", clusterName)
+	// No event: the status says it, and the Cluster records its agent's first
+	// check-in; an event per registration would cost a fleet one write each.
 	metrics.Registrations.WithLabelValues("granted", "").Inc()
 	log.WithField("cluster", req.Namespace+"/"+clusterName).Info("Granted the registration")
 	return updated, h.removeOlderRequests(updated)
