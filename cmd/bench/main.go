@@ -68,7 +68,7 @@ func main() {
 	flag.DurationVar(&o.timeout, "timeout", 15*time.Minute, "give up after this long")
 	flag.DurationVar(&o.checkinInterval, "checkin-interval", 30*time.Second, "how often each simulated agent checks in (the agent's default)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the data directory (logs, etcd) after the run")
-	flag.StringVar(&o.profileDir, "profile", "", "write CPU profiles of the hub and the control plane, taken during the registrations, and the hub's heap profile once all are Ready, to this directory")
+	flag.StringVar(&o.profileDir, "profile", "", "write CPU profiles of the hub, the control plane and the simulated agents (this process), taken during the registrations, and the hub's heap profile once all are Ready, to this directory")
 	flag.Var(&o.hubArgs, "hub-arg", "extra flag for the hub (repeat), e.g. --hub-arg=--workers=50")
 	flag.Parse()
 	if o.clusters < 1 {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -190,10 +191,32 @@ func profile(ctx context.Context, dir string, kube kubernetes.Interface, hubURL 
 			fmt.Fprintln(os.Stderr, "bench: control plane profile:", err)
 		}
 	}()
+	// The simulated agents share the machine: profile them over the same 15 s.
+	if err := profileSelf(filepath.Join(dir, "agents.pprof"), 15*time.Second); err != nil {
+		fmt.Fprintln(os.Stderr, "bench: agents' profile:", err)
+	}
 	if err := download(hubURL+path, filepath.Join(dir, "hub.pprof")); err != nil {
 		fmt.Fprintln(os.Stderr, "bench: hub profile:", err)
 	}
 	<-done
+}
+
+// profileSelf starts a CPU profile of this process, the simulated agents, and stops
+// it after d, in the background.
+func profileSelf(path string, d time.Duration) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return err
+	}
+	time.AfterFunc(d, func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	})
+	return nil
 }
 
 // heapProfile writes the hub's heap profile to dir/hub-heap.pprof.

@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 
 	"github.com/flotilla/flotilla/integrationtests/framework"
 	fleet "github.com/flotilla/flotilla/pkg/apis/fleet.cattle.io/v1alpha1"
@@ -404,17 +405,18 @@ func TestClusterIdentitiesAreIsolated(t *testing.T) {
 	t.Parallel()
 	t.Run("identity authorizer", func(t *testing.T) {
 		t.Parallel()
-		testIdentitiesAreIsolated(t, framework.StartHub(t), 0)
+		testIdentitiesAreIsolated(t, framework.StartHub(t), 0, true)
 	})
 	t.Run("RBAC objects", func(t *testing.T) {
 		t.Parallel()
-		testIdentitiesAreIsolated(t, framework.StartForeignHub(t), 4)
+		testIdentitiesAreIsolated(t, framework.StartForeignHub(t), 4, false)
 	})
 }
 
 // testIdentitiesAreIsolated registers two clusters with hub, which makes rbacObjects
-// RBAC objects for each identity, and checks what one identity may do.
-func testIdentitiesAreIsolated(t *testing.T, hub *framework.Hub, rbacObjects int) {
+// RBAC objects for each identity, and checks what one identity may do, and whether
+// the registration token may watch a credential Secret it may get.
+func testIdentitiesAreIsolated(t *testing.T, hub *framework.Hub, rbacObjects int, credentialWatch bool) {
 	a := framework.StartControlPlane(t, "downstream-a")
 	b := framework.StartControlPlane(t, "downstream-b")
 	values := hub.CreateToken(workspace, "new-token", "240h")
@@ -466,10 +468,28 @@ func testIdentitiesAreIsolated(t *testing.T, hub *framework.Hub, rbacObjects int
 		t.Fatalf("B's credential Secret: %v (%d found)", err, len(secrets.Items))
 	}
 	secretB := secrets.Items[0].Name
+	registrationValues, err := framework.ReadValues(values)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeToken, _ := asIdentity(t, hub, registrationValues.Token)
+	one := metav1.ListOptions{FieldSelector: "metadata.name=" + secretB, TimeoutSeconds: ptr.To(int64(1))}
+	w, err := kubeToken.CoreV1().Secrets(names.RegistrationNamespace).Watch(ctx, one)
+	switch {
+	case credentialWatch && err != nil:
+		t.Errorf("the registration token may not watch a credential Secret by name: %v", err)
+	case !credentialWatch && !apierrors.IsForbidden(err):
+		t.Errorf("the registration token may watch a credential Secret where RBAC alone decides (err=%v)", err)
+	}
+	if w != nil {
+		w.Stop()
+	}
 	_, forbidden["get B's credential Secret"] = kubeA.CoreV1().Secrets(names.RegistrationNamespace).Get(ctx, secretB, framework.Get)
 	_, forbidden["list Secrets of its own namespace"] = kubeA.CoreV1().Secrets(credA.DeploymentNamespace).List(ctx, metav1.ListOptions{})
 	_, forbidden["get a Secret in kube-system"] = kubeA.CoreV1().Secrets("kube-system").Get(ctx, "anything", framework.Get)
 	_, forbidden["list Secrets of the workspace"] = kubeA.CoreV1().Secrets(workspace).List(ctx, metav1.ListOptions{})
+	_, forbidden["the registration token watching every credential"] = kubeToken.CoreV1().Secrets(names.RegistrationNamespace).Watch(ctx, metav1.ListOptions{TimeoutSeconds: ptr.To(int64(1))})
+	_, forbidden["the registration token listing every credential"] = kubeToken.CoreV1().Secrets(names.RegistrationNamespace).List(ctx, metav1.ListOptions{})
 	_, forbidden["list Contents"] = fleetA.FleetV1alpha1().Contents().List(ctx, metav1.ListOptions{})
 	_, forbidden["create a token for B's identity"] = kubeA.CoreV1().ServiceAccounts(credB.DeploymentNamespace).CreateToken(ctx, names.AgentIdentityServiceAccount, nil, metav1.CreateOptions{})
 	for what, err := range forbidden {

@@ -80,11 +80,12 @@ func (c *ControlPlane) runAPIServer(ctx context.Context, etcdURL string, done ch
 		return fmt.Errorf("configuring kube-apiserver: %w", err)
 	}
 	if c.cfg.IdentityAuthorizer {
-		identities, err := newIdentityAuthorizer()
+		// Each server of the chain has its own copy of the generic configuration, all
+		// with the same authorizer.
+		identities, err := newIdentityAuthorizer(config.KubeAPIs.ControlPlane.Generic.Authorization.Authorizer)
 		if err != nil {
 			return err
 		}
-		// Each server of the chain has its own copy of the generic configuration.
 		for _, generic := range []*genericapiserver.Config{config.KubeAPIs.ControlPlane.Generic, &config.ApiExtensions.GenericConfig.Config, &config.Aggregator.GenericConfig.Config} {
 			generic.Authorization.Authorizer, err = union.New(
 				union.NamedAuthorizer{AuthorizerName: "flotilla-identities", Authorizer: authorizer.AuthorizerFunc(identities.Authorize)},

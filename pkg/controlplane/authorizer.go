@@ -35,16 +35,23 @@ const IdentityAuthorizerReason = "flotilla cluster identity"
 // authorizer for kubelets, it trusts the namespace of a ServiceAccount it names: only
 // the hub creates ServiceAccounts in per-cluster namespaces. It has no opinion on
 // anything else, which RBAC then decides.
+//
+// It also lets anyone watch (or list) one Secret of the registration namespace, named
+// by a field selector, if RBAC lets them get it: so a waiting agent watches for its
+// credential, one request answered the moment the hub grants, instead of polling.
+// A watch of the named Secret tells no more than a get of it.
 type identityAuthorizer struct {
 	agent, contents []rbacv1.PolicyRule
+	// rbac decides a credential watch as the get it amounts to.
+	rbac authorizer.Authorizer
 }
 
-func newIdentityAuthorizer() (*identityAuthorizer, error) {
+func newIdentityAuthorizer(rbac authorizer.Authorizer) (*identityAuthorizer, error) {
 	roles, err := registration.ClusterRoles()
 	if err != nil {
 		return nil, err
 	}
-	a := &identityAuthorizer{}
+	a := &identityAuthorizer{rbac: rbac}
 	for _, role := range roles {
 		switch role.Name {
 		case names.AgentClusterRole:
@@ -60,9 +67,20 @@ func newIdentityAuthorizer() (*identityAuthorizer, error) {
 }
 
 // Authorize implements authorizer.Authorizer.
-func (a *identityAuthorizer) Authorize(_ context.Context, attrs authorizer.Attributes) (authorizer.Decision, string, error) {
+func (a *identityAuthorizer) Authorize(ctx context.Context, attrs authorizer.Attributes) (authorizer.Decision, string, error) {
 	if attrs.GetUser() == nil || !attrs.IsResourceRequest() {
 		return authorizer.DecisionNoOpinion, "", nil
+	}
+	if isCredentialWatch(attrs) {
+		get := authorizer.AttributesRecord{
+			User: attrs.GetUser(), Verb: "get", Namespace: attrs.GetNamespace(), APIGroup: attrs.GetAPIGroup(),
+			APIVersion: attrs.GetAPIVersion(), Resource: attrs.GetResource(), Name: attrs.GetName(), ResourceRequest: true,
+		}
+		decision, reason, err := a.rbac.Authorize(ctx, get)
+		if decision != authorizer.DecisionAllow {
+			return authorizer.DecisionNoOpinion, "", err
+		}
+		return authorizer.DecisionAllow, "a watch of one credential Secret, as its get: " + reason, nil
 	}
 	namespace, name, err := serviceaccount.SplitUsername(attrs.GetUser().GetName())
 	if err != nil || name != names.AgentIdentityServiceAccount || !names.IsClusterNamespace(namespace) {
@@ -85,6 +103,14 @@ func (a *identityAuthorizer) Authorize(_ context.Context, attrs authorizer.Attri
 		return authorizer.DecisionNoOpinion, "", nil
 	}
 	return authorizer.DecisionAllow, IdentityAuthorizerReason + " of namespace " + namespace, nil
+}
+
+// isCredentialWatch says whether attrs watch or list one Secret, by name, in the
+// registration namespace.
+func isCredentialWatch(attrs authorizer.Attributes) bool {
+	return (attrs.GetVerb() == "watch" || attrs.GetVerb() == "list") && attrs.GetName() != "" &&
+		attrs.GetNamespace() == names.RegistrationNamespace && attrs.GetAPIGroup() == "" &&
+		attrs.GetResource() == "secrets" && attrs.GetSubresource() == ""
 }
 
 // AuthorizesClusterIdentities asks the API server, with a SubjectAccessReview,

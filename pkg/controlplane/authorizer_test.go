@@ -12,7 +12,7 @@ import (
 )
 
 func TestIdentityAuthorizerAllowsWhatTheIdentityRBACWould(t *testing.T) {
-	a, err := newIdentityAuthorizer()
+	a, err := newIdentityAuthorizer(denyAll)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,5 +64,48 @@ func TestIdentityAuthorizerAllowsWhatTheIdentityRBACWould(t *testing.T) {
 	nonResource := authorizer.AttributesRecord{User: identity, Verb: "get", Path: "/api"}
 	if decision, _, _ := a.Authorize(context.Background(), nonResource); decision != authorizer.DecisionNoOpinion {
 		t.Errorf("a non-resource request: decision %v, want no opinion", decision)
+	}
+}
+
+var denyAll = authorizer.AuthorizerFunc(func(context.Context, authorizer.Attributes) (authorizer.Decision, string, error) {
+	return authorizer.DecisionNoOpinion, "", nil
+})
+
+func TestACredentialWatchIsAuthorizedAsItsGet(t *testing.T) {
+	token := &user.DefaultInfo{Name: serviceaccount.MakeUsername("clusters", "new-token-registration")}
+	// RBAC as the credential pickup RoleBinding has it: get Secrets there by name.
+	rbac := authorizer.AuthorizerFunc(func(_ context.Context, attrs authorizer.Attributes) (authorizer.Decision, string, error) {
+		if attrs.GetUser().GetName() == token.Name && attrs.GetVerb() == "get" && attrs.GetNamespace() == names.RegistrationNamespace && attrs.GetResource() == "secrets" {
+			return authorizer.DecisionAllow, "RBAC", nil
+		}
+		return authorizer.DecisionNoOpinion, "", nil
+	})
+	a, err := newIdentityAuthorizer(rbac)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secrets := func(u user.Info, verb, namespace, name string) authorizer.AttributesRecord {
+		return authorizer.AttributesRecord{User: u, Verb: verb, Namespace: namespace, Resource: "secrets", Name: name, ResourceRequest: true}
+	}
+	other := &user.DefaultInfo{Name: "someone"}
+	for what, c := range map[string]struct {
+		attrs authorizer.AttributesRecord
+		allow bool
+	}{
+		"watch its credential":            {secrets(token, "watch", names.RegistrationNamespace, "c-abc"), true},
+		"list its credential":             {secrets(token, "list", names.RegistrationNamespace, "c-abc"), true},
+		"watch every Secret there":        {secrets(token, "watch", names.RegistrationNamespace, ""), false},
+		"watch a Secret elsewhere":        {secrets(token, "watch", "kube-system", "c-abc"), false},
+		"someone RBAC lets get nothing":   {secrets(other, "watch", names.RegistrationNamespace, "c-abc"), false},
+		"get, which RBAC alone decides":   {secrets(token, "get", names.RegistrationNamespace, "c-abc"), false},
+		"delete, which RBAC would refuse": {secrets(token, "delete", names.RegistrationNamespace, "c-abc"), false},
+	} {
+		decision, _, err := a.Authorize(context.Background(), c.attrs)
+		if err != nil {
+			t.Errorf("%s: %v", what, err)
+		}
+		if got := decision == authorizer.DecisionAllow; got != c.allow {
+			t.Errorf("%s: allowed %v, want %v", what, got, c.allow)
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -13,9 +14,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 
 	fleet "github.com/flotilla/flotilla/pkg/apis/fleet.cattle.io/v1alpha1"
 	"github.com/flotilla/flotilla/pkg/generated/clientset/versioned"
@@ -230,24 +234,114 @@ func Register(ctx context.Context, d Downstream, values Values, log logrus.Field
 	return cred, nil
 }
 
-// waitForCredential fetches the credential Secret the hub creates when it grants the
-// request. Until then the token may not read it (403) or it does not exist (404); the
-// wait starts at 50ms and backs off to 2s, so a prompt grant is picked up promptly
-// without a fixed poll.
+// waitForCredential waits for the credential Secret the hub creates when it grants
+// the request, for at most 5 minutes. It watches for it where the hub's API server
+// allows a watch of the one Secret (Flotilla's control plane does), and polls
+// otherwise.
 func waitForCredential(ctx context.Context, hub kubernetes.Interface, values Values, secretName string) (*Credential, error) {
-	backoff := wait.Backoff{Duration: 50 * time.Millisecond, Factor: 1.5, Jitter: 0.2, Steps: math.MaxInt32, Cap: 2 * time.Second}
 	waitCtx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
+	w := &credentialWait{hub: hub, values: values, secretName: secretName}
+	cred, err := w.watch(waitCtx)
+	if errors.Is(err, errWatchRefused) {
+		cred, err = w.poll(waitCtx)
+	}
+	if err != nil {
+		if waitCtx.Err() != nil && ctx.Err() == nil {
+			return nil, fmt.Errorf("the hub did not grant the registration within 5 minutes (last answer: %v); is the hub running its controllers?", w.lastAnswer)
+		}
+		return nil, err
+	}
+	return cred, nil
+}
+
+// errWatchRefused is a watch of the credential Secret the API server does not allow.
+var errWatchRefused = errors.New("watching the credential Secret is not allowed")
+
+// watchTimeout bounds each watch below HubConfig's client timeout.
+const watchTimeout = 20 * time.Second
+
+// credentialWait is an agent waiting for its credential Secret.
+type credentialWait struct {
+	hub        kubernetes.Interface
+	values     Values
+	secretName string
+	// lastAnswer is the hub's last answer that was not the credential, for the
+	// message when the wait ends without it.
+	lastAnswer error
+}
+
+// watch watches for the credential Secret by name: one request, answered the moment
+// the hub grants, where polling would ask every few seconds.
+func (cw *credentialWait) watch(ctx context.Context) (*Credential, error) {
+	values, secretName := cw.values, cw.secretName
+	secrets := cw.hub.CoreV1().Secrets(values.SystemRegistrationNamespace)
+	opts := metav1.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector("metadata.name", secretName).String(),
+		// From the watch cache: a Secret that exists already is the first event.
+		ResourceVersion: "0",
+		TimeoutSeconds:  ptr.To(int64(watchTimeout.Seconds())),
+	}
+	for {
+		started := time.Now()
+		w, err := secrets.Watch(ctx, opts)
+		switch {
+		case apierrors.IsForbidden(err):
+			cw.lastAnswer = err
+			return nil, errWatchRefused
+		case err != nil && ctx.Err() != nil:
+			return nil, ctx.Err()
+		case err != nil:
+			return nil, Explain("waiting for the registration to be granted", values.APIServerURL, err)
+		}
+		for event := range w.ResultChan() {
+			secret, ok := event.Object.(*corev1.Secret)
+			if event.Type == watch.Error || !ok {
+				cw.lastAnswer = apierrors.FromObject(event.Object)
+				continue
+			}
+			if (event.Type == watch.Added || event.Type == watch.Modified) && secret.Name == secretName {
+				w.Stop()
+				c, err := CredentialFromSecretData(secret.Data)
+				if err != nil {
+					return nil, fmt.Errorf("credential Secret %s/%s from the hub: %w", values.SystemRegistrationNamespace, secretName, err)
+				}
+				return &c, nil
+			}
+		}
+		w.Stop()
+		if cw.lastAnswer == nil {
+			cw.lastAnswer = fmt.Errorf("no Secret %s/%s yet", values.SystemRegistrationNamespace, secretName)
+		}
+		// The watch ended (its timeout, or the server closed it): start another, not
+		// at once if it ended early.
+		pause := time.Duration(0)
+		if time.Since(started) < time.Second {
+			pause = time.Second
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(pause):
+		}
+	}
+}
+
+// poll fetches the credential Secret until it is there. Until then the token may not
+// read it (403) or it does not exist (404); the wait starts at 50ms and backs off to
+// 2s, so a prompt grant is picked up promptly without a fixed poll.
+func (cw *credentialWait) poll(ctx context.Context) (*Credential, error) {
+	values, secretName := cw.values, cw.secretName
+	backoff := wait.Backoff{Duration: 50 * time.Millisecond, Factor: 1.5, Jitter: 0.2, Steps: math.MaxInt32, Cap: 2 * time.Second}
 	var cred *Credential
-	var lastErr error
 	// DelayFunc keeps returning the cap once reached (Backoff.Step would stop there).
-	err := backoff.DelayFunc().Until(waitCtx, true, false, func(ctx context.Context) (bool, error) {
+	err := backoff.DelayFunc().Until(ctx, true, false, func(ctx context.Context) (bool, error) {
 		// ResourceVersion "0": the API server answers from its watch cache, not etcd;
 		// a poll a moment behind costs one more poll, not a quorum read per agent.
-		secret, err := hub.CoreV1().Secrets(values.SystemRegistrationNamespace).Get(ctx, secretName, metav1.GetOptions{ResourceVersion: "0"})
+		secret, err := cw.hub.CoreV1().Secrets(values.SystemRegistrationNamespace).Get(ctx, secretName, metav1.GetOptions{ResourceVersion: "0"})
 		switch {
 		case apierrors.IsForbidden(err) || apierrors.IsNotFound(err):
-			lastErr = err
+			cw.lastAnswer = err
 			return false, nil
 		case err != nil:
 			return false, Explain("waiting for the registration to be granted", values.APIServerURL, err)
@@ -259,13 +353,7 @@ func waitForCredential(ctx context.Context, hub kubernetes.Interface, values Val
 		cred = &c
 		return true, nil
 	})
-	if err != nil {
-		if waitCtx.Err() != nil && ctx.Err() == nil {
-			return nil, fmt.Errorf("the hub did not grant the registration within 5 minutes (last answer: %v); is the hub running its controllers?", lastErr)
-		}
-		return nil, err
-	}
-	return cred, nil
+	return cred, err
 }
 
 // HubConfig is a client configuration for the hub at url, trusting ca (PEM or base64
