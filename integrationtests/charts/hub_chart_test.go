@@ -10,6 +10,7 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 
 	"github.com/flotilla/flotilla/integrationtests/framework"
 	"github.com/flotilla/flotilla/pkg/kubeconfig"
@@ -68,6 +69,29 @@ func TestHubChartInstallsAndItsRBACSuffices(t *testing.T) {
 	if err := kubeconfig.Write(kubeconfig.New("hub", url, host.RESTConfig().CAData, kubeconfig.Credential{Token: tr.Status.Token}), saKubeconfig); err != nil {
 		t.Fatal(err)
 	}
+	// The API server puts the hub's requests in the chart's FlowSchema, not in the
+	// one all ServiceAccounts share with the agents.
+	schema, err := host.Client().FlowcontrolV1().FlowSchemas().Get(context.Background(), "flotilla-hub", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the chart's FlowSchema: %v", err)
+	}
+	saConfig, err := kubeconfig.Load(saKubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	httpClient, err := rest.HTTPClientFor(saConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := httpClient.Get(url + "/api/v1/namespaces/cattle-fleet-system/serviceaccounts/flotilla-hub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if got := resp.Header.Get("X-Kubernetes-PF-FlowSchema-UID"); got != string(schema.UID) {
+		t.Errorf("the hub's request went to FlowSchema UID %q, want flotilla-hub's %q", got, schema.UID)
+	}
+
 	asPod := *host
 	asPod.Kubeconfig = saKubeconfig
 	hub := framework.StartHubOn(t, &asPod, "--api-server-url="+url)
