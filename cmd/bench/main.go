@@ -29,6 +29,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/yaml"
 
@@ -70,15 +71,23 @@ func main() {
 	flag.BoolVar(&o.keep, "keep", false, "keep the data directory (logs, etcd) after the run")
 	flag.StringVar(&o.profileDir, "profile", "", "write CPU profiles of the hub, the control plane and the simulated agents (this process), taken during the registrations, and the hub's heap profile once all are Ready, to this directory")
 	flag.Var(&o.hubArgs, "hub-arg", "extra flag for the hub (repeat), e.g. --hub-arg=--workers=50")
+	costs := flag.Bool("write-costs", false, "instead: measure the API server CPU of one request of each kind a registration makes, --clusters of each, against a control plane alone")
 	flag.Parse()
 	if o.clusters < 1 {
 		fmt.Fprintln(os.Stderr, "bench: --clusters must be at least 1")
 		os.Exit(2)
 	}
+	logrus.SetOutput(io.Discard) // the packages' logs; the report goes to stdout
+	if *costs {
+		if err := writeCosts(o); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if o.out == "" {
 		o.out = filepath.Join("bench-results", fmt.Sprintf("bench-%d.json", o.clusters))
 	}
-	logrus.SetOutput(io.Discard) // the packages' logs; the report goes to stdout
 	r, err := run(o)
 	if r != nil {
 		r.print(os.Stdout)
@@ -92,6 +101,42 @@ func main() {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
+}
+
+// startControlPlane runs `hub controlplane` like the hub's embedded control plane (it
+// authorizes cluster identities itself, the default, and runs no Pods) with data under
+// dir, and returns once its API answers, with its admin kubeconfig's path and
+// configuration.
+func startControlPlane(ctx context.Context, dir, hubBin string, extraArgs ...string) (*process, string, *rest.Config, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, "", nil, err
+	}
+	args := append([]string{"controlplane", "--data-dir", filepath.Join(dir, "cp"), "--bind-address", "127.0.0.1", "--secure-port", strconv.Itoa(port), "--workloads=false"}, extraArgs...)
+	cp, err := startProcess("control plane", filepath.Join(dir, "controlplane.log"), hubBin, args...)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	adminPath := filepath.Join(dir, "cp", "admin.kubeconfig")
+	admin, err := func() (*rest.Config, error) {
+		if err := waitFile(ctx, adminPath, cp); err != nil {
+			return nil, err
+		}
+		admin, err := kubeconfig.Load(adminPath)
+		if err != nil {
+			return nil, err
+		}
+		kube, err := kubernetes.NewForConfig(admin)
+		if err != nil {
+			return nil, err
+		}
+		return admin, waitAPI(ctx, kube, cp)
+	}()
+	if err != nil {
+		cp.stop()
+		return nil, "", nil, err
+	}
+	return cp, adminPath, admin, nil
 }
 
 func run(o options) (*report, error) {
@@ -112,36 +157,19 @@ func run(o options) (*report, error) {
 	}
 
 	// The control plane, then the hub against it.
-	cpPort, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	// Like the hub's embedded control plane: it authorizes cluster identities itself
-	// (the default) and runs no Pods.
-	cpArgs := []string{"controlplane", "--data-dir", filepath.Join(dir, "cp"), "--bind-address", "127.0.0.1", "--secure-port", strconv.Itoa(cpPort), "--workloads=false"}
+	var cpArgs []string
 	if o.profileDir != "" {
 		cpArgs = append(cpArgs, "--profiling")
 		o.hubArgs = append(o.hubArgs, "--profiling")
 	}
-	cp, err := startProcess("control plane", filepath.Join(dir, "controlplane.log"), hubBin, cpArgs...)
+	cp, adminPath, admin, err := startControlPlane(ctx, dir, hubBin, cpArgs...)
 	if err != nil {
 		return nil, err
 	}
 	defer cp.stop()
-	adminPath := filepath.Join(dir, "cp", "admin.kubeconfig")
-	if err := waitFile(ctx, adminPath, cp); err != nil {
-		return nil, err
-	}
-	admin, err := kubeconfig.Load(adminPath)
-	if err != nil {
-		return nil, err
-	}
 	admin.QPS, admin.Burst = 200, 400
 	kube, err := kubernetes.NewForConfig(admin)
 	if err != nil {
-		return nil, err
-	}
-	if err := waitAPI(ctx, kube, cp); err != nil {
 		return nil, err
 	}
 	healthPort, err := freePort()

@@ -7,6 +7,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/flotilla/flotilla/integrationtests/framework"
@@ -58,5 +60,21 @@ func TestBenchmarkRunsAtFiftyClusters(t *testing.T) {
 		t.Errorf("bundle times: %+v", r.Bundle)
 	case r.Hub.CPUSeconds <= 0 || r.Hub.PeakRSSMiB <= 0:
 		t.Errorf("hub usage: %+v", r.Hub)
+	}
+}
+
+// The per-request cost table: every kind measured, none failed. The costs are the
+// machine's; the test only reads that each is a number.
+func TestWriteCostsRun(t *testing.T) {
+	t.Parallel()
+	cmd := exec.Command(filepath.Join(framework.BinDir(t), "bench"), "--write-costs", "--clusters", "50", "--bin", framework.BinDir(t))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("bench --write-costs: %v\n%s", err, out)
+	}
+	t.Logf("bench --write-costs --clusters 50:\n%s", out)
+	line := regexp.MustCompile(`(?m)^  (POST|PATCH|GET) \S+.* -?\d+\.\d\d ms$`)
+	if got := len(line.FindAllString(string(out), -1)); got != 14 || strings.Contains(string(out), "failed") {
+		t.Errorf("want 14 kinds measured, none failed; got %d lines:\n%s", got, out)
 	}
 }
