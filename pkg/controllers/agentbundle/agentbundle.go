@@ -7,9 +7,7 @@ package agentbundle
 
 import (
 	"bytes"
-	"compress/gzip"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io/fs"
@@ -63,10 +61,7 @@ func Register(ctx context.Context, clusters fleetcontrollers.ClusterController, 
 }
 
 // ChartResources are the agent chart's files as Bundle resources, sorted by name so
-// that every agent bundle shares one Content. Each is gzip-compressed (encoding
-// base64+gz): every write of an agent bundle, one per cluster, decodes, checks and
-// encodes the whole object again, and with the chart as text its status patch cost
-// the API server twice what a small Bundle's does.
+// that every agent bundle shares one Content.
 func ChartResources() ([]fleet.BundleResource, error) {
 	var out []fleet.BundleResource
 	err := fs.WalkDir(charts.AgentChart, charts.AgentChartDir, func(p string, d fs.DirEntry, err error) error {
@@ -78,18 +73,7 @@ func ChartResources() ([]fleet.BundleResource, error) {
 			return err
 		}
 		rel := strings.TrimPrefix(p, path.Clean(charts.AgentChartDir)+"/")
-		var buf bytes.Buffer
-		zw, err := gzip.NewWriterLevel(&buf, gzip.BestCompression)
-		if err != nil {
-			return err
-		}
-		if _, err := zw.Write(data); err != nil {
-			return err
-		}
-		if err := zw.Close(); err != nil {
-			return err
-		}
-		out = append(out, fleet.BundleResource{Name: rel, Content: base64.StdEncoding.EncodeToString(buf.Bytes()), Encoding: "base64+gz"})
+		out = append(out, fleet.BundleResource{Name: rel, Content: string(data)})
 		return nil
 	})
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
