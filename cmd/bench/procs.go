@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -16,6 +15,8 @@ import (
 	"time"
 
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/flotilla/flotilla/internal/freeport"
 )
 
 // process is a hub or control plane the benchmark started.
@@ -105,14 +106,7 @@ func (p *process) usage() (usage, error) {
 	return u, nil
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
+func freePort() (int, error) { return freeport.Pick() }
 
 // waitHTTP waits until url answers 200.
 func waitHTTP(ctx context.Context, url string, p *process) error {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +16,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/flotilla/flotilla/internal/freeport"
 )
 
 // BinDir is where the hub, agent and helm binaries are: $FLOTILLA_BIN, or the
@@ -156,12 +157,11 @@ func Tail(path string, lines int) string {
 // freePort asks the kernel for a free loopback TCP port.
 func freePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := freeport.Pick()
 	if err != nil {
 		t.Fatalf("finding a free port: %v", err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return port
 }
 
 // ShortTempDir is a test directory with a short path: etcd's Unix sockets live in
