@@ -40,6 +40,9 @@ const (
 	ReasonOffline = "Offline"
 	// ReasonBundlesNotReady: some BundleDeployments of the cluster are not Ready.
 	ReasonBundlesNotReady = "BundlesNotReady"
+	// ReasonWaitAgentBundle: the agent checked in, but the cluster's agent bundle has
+	// no BundleDeployment yet.
+	ReasonWaitAgentBundle = "WaitAgentBundle"
 )
 
 // Settings tune the Cluster controller.
@@ -153,8 +156,10 @@ func (h *handler) summarize(cluster *fleet.Cluster, status *fleet.ClusterStatus)
 		return err
 	}
 	var s bundlestate.Summary
+	agentBundle := false
 	for _, bd := range deployments {
 		s.Add(bd.Labels[names.BundleNamespaceLabel]+"/"+bd.Name, bd)
+		agentBundle = agentBundle || bd.Labels[names.AgentBundleLabel] == cluster.Name
 	}
 	status.Summary = s.BundleSummary
 	status.Display.ReadyBundles = s.ReadyString()
@@ -180,9 +185,15 @@ func (h *handler) summarize(cluster *fleet.Cluster, status *fleet.ClusterStatus)
 	default:
 		// Look again when the cluster would turn offline without another check-in.
 		h.clusters.EnqueueAfter(cluster.Namespace, cluster.Name, h.settings.OfflineAfter-age+time.Second)
-		if s.AllReady() {
+		switch {
+		case !agentBundle:
+			// An agent that checks in the moment it is granted is ahead of its agent
+			// bundle: the cluster is Ready once the agent manages itself.
+			status.Display.State = ReasonWaitAgentBundle
+			conditions.Set(&status.Conditions, fleet.ConditionReady, corev1.ConditionFalse, ReasonWaitAgentBundle, "waiting for the cluster's agent bundle to be deployed")
+		case s.AllReady():
 			conditions.Set(&status.Conditions, fleet.ConditionReady, corev1.ConditionTrue, "", "")
-		} else {
+		default:
 			conditions.Set(&status.Conditions, fleet.ConditionReady, corev1.ConditionFalse, ReasonBundlesNotReady, s.NotReadyMessage("Bundle"))
 		}
 	}
