@@ -33,6 +33,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/yaml"
 
+	"github.com/flotilla/flotilla/internal/freeport"
 	fleet "github.com/flotilla/flotilla/pkg/apis/fleet.cattle.io/v1alpha1"
 	"github.com/flotilla/flotilla/pkg/bundlestate"
 	"github.com/flotilla/flotilla/pkg/conditions"
@@ -108,7 +109,7 @@ func main() {
 // dir, and returns once its API answers, with its admin kubeconfig's path and
 // configuration.
 func startControlPlane(ctx context.Context, dir, hubBin string, extraArgs ...string) (*process, string, *rest.Config, error) {
-	port, err := freePort()
+	port, err := freeport.Pick()
 	if err != nil {
 		return nil, "", nil, err
 	}
@@ -172,11 +173,11 @@ func run(o options) (*report, error) {
 	if err != nil {
 		return nil, err
 	}
-	healthPort, err := freePort()
+	healthPort, err := freeport.Pick()
 	if err != nil {
 		return nil, err
 	}
-	metricsPort, err := freePort()
+	metricsPort, err := freeport.Pick()
 	if err != nil {
 		return nil, err
 	}

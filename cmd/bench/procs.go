@@ -15,8 +15,6 @@ import (
 	"time"
 
 	"k8s.io/client-go/kubernetes"
-
-	"github.com/flotilla/flotilla/internal/freeport"
 )
 
 // process is a hub or control plane the benchmark started.
@@ -105,8 +103,6 @@ func (p *process) usage() (usage, error) {
 	}
 	return u, nil
 }
-
-func freePort() (int, error) { return freeport.Pick() }
 
 // waitHTTP waits until url answers 200.
 func waitHTTP(ctx context.Context, url string, p *process) error {

@@ -154,7 +154,7 @@ func Tail(path string, lines int) string {
 	return strings.Join(all, "\n")
 }
 
-// freePort asks the kernel for a free loopback TCP port.
+// freePort is a free loopback TCP port (see internal/freeport).
 func freePort(t testing.TB) int {
 	t.Helper()
 	port, err := freeport.Pick()
