@@ -21,6 +21,7 @@ import (
 	"github.com/flotilla/flotilla/pkg/controllers/agentbundle"
 	"github.com/flotilla/flotilla/pkg/crds"
 	"github.com/flotilla/flotilla/pkg/generated/clientset/versioned"
+	"github.com/flotilla/flotilla/pkg/names"
 )
 
 // writeCostConcurrency is how many requests of a kind are in flight at once, as the
@@ -64,6 +65,10 @@ func writeCosts(o options) error {
 		return err
 	}
 	const ws = "bench"
+	agentBundle := func(i int) (*fleet.Bundle, error) {
+		return agentbundle.Desired(&fleet.Cluster{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprint("cluster-", i), Namespace: ws, UID: types.UID(fmt.Sprint("uid-", i))},
+			Spec: fleet.ClusterSpec{ClientID: fmt.Sprint("client-", i)}}, "s-0")
+	}
 	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ws}}, metav1.CreateOptions{}); err != nil {
 		return err
 	}
@@ -118,12 +123,23 @@ func writeCosts(o options) error {
 			_, err := fl.FleetV1alpha1().Clusters(ws).Patch(ctx, fmt.Sprint("cluster-", i), types.MergePatchType, checkin(), metav1.PatchOptions{}, "status")
 			return err
 		}},
-		{"POST bundles (an agent bundle, its chart)", func(i int) error {
-			_, err := fl.FleetV1alpha1().Bundles(ws).Create(ctx, &fleet.Bundle{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprint("fleet-agent-", i)}, Spec: fleet.BundleSpec{Resources: chart}}, opts)
+		{"POST bundles (an agent bundle)", func(i int) error {
+			b, err := agentBundle(i)
+			if err == nil {
+				_, err = fl.FleetV1alpha1().Bundles(ws).Create(ctx, b, opts)
+			}
 			return err
 		}},
 		{"PATCH bundles/status (an agent bundle)", func(i int) error {
-			_, err := fl.FleetV1alpha1().Bundles(ws).Patch(ctx, fmt.Sprint("fleet-agent-", i), types.MergePatchType, summary, metav1.PatchOptions{}, "status")
+			_, err := fl.FleetV1alpha1().Bundles(ws).Patch(ctx, names.AgentBundle(fmt.Sprint("cluster-", i)), types.MergePatchType, summary, metav1.PatchOptions{}, "status")
+			return err
+		}},
+		{"POST bundles (the agent chart inline, as before)", func(i int) error {
+			_, err := fl.FleetV1alpha1().Bundles(ws).Create(ctx, &fleet.Bundle{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprint("inline-agent-", i)}, Spec: fleet.BundleSpec{Resources: chart}}, opts)
+			return err
+		}},
+		{"PATCH bundles/status (the agent chart inline)", func(i int) error {
+			_, err := fl.FleetV1alpha1().Bundles(ws).Patch(ctx, fmt.Sprint("inline-agent-", i), types.MergePatchType, summary, metav1.PatchOptions{}, "status")
 			return err
 		}},
 		{"POST bundles (one small resource)", func(i int) error {
@@ -150,7 +166,7 @@ func writeCosts(o options) error {
 		if err != nil {
 			return err
 		}
-		fmt.Printf("  %-44s %5.2f ms", k.what, perRequest.Seconds()*1000)
+		fmt.Printf("  %-48s %5.2f ms", k.what, perRequest.Seconds()*1000)
 		if failed > 0 {
 			fmt.Printf("  (%d failed)", failed)
 		}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/flotilla/flotilla/integrationtests/framework"
 	fleet "github.com/flotilla/flotilla/pkg/apis/fleet.cattle.io/v1alpha1"
+	"github.com/flotilla/flotilla/pkg/content"
 	"github.com/flotilla/flotilla/pkg/names"
 )
 
@@ -196,6 +197,18 @@ func TestBundlesReachMatchingClusters(t *testing.T) {
 	}
 	if len(contents.Items) != 3 {
 		t.Errorf("%d Contents, want 3 (two bundles and the shared agent chart)", len(contents.Items))
+	}
+	// The agent bundles name that Content instead of each carrying the chart.
+	agentChart := ""
+	for _, d := range clusters {
+		b, err := hub.Fleet().FleetV1alpha1().Bundles(workspace).Get(context.Background(), names.AgentBundle(d.cluster), framework.Get)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.Spec.ContentsID == "" || len(b.Spec.Resources) != 0 || (agentChart != "" && b.Spec.ContentsID != agentChart) {
+			t.Errorf("agent bundle %s: contentsId %q and %d resources, want the shared Content %q and none inline", b.Name, b.Spec.ContentsID, len(b.Spec.Resources), agentChart)
+		}
+		agentChart = b.Spec.ContentsID
 	}
 
 	// A ClusterGroup of the dev clusters counts them and their bundles.
@@ -508,6 +521,37 @@ spec:
 		t.Errorf("kubectl get clusters does not show the failing bundle:\n%s", out)
 	}
 
+	// A Bundle naming a Content that does not exist says so, and deploys once the
+	// Content exists: here the hub stores it for another Bundle with those resources.
+	resources := []fleet.BundleResource{{Name: "cm.yaml", Content: "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: stored\n"}}
+	stored, err := content.Encode(resources)
+	if err != nil {
+		t.Fatal(err)
+	}
+	named := &fleet.Bundle{
+		ObjectMeta: metav1.ObjectMeta{Name: "named-content", Namespace: workspace},
+		Spec: fleet.BundleSpec{
+			BundleDeploymentOptions: fleet.BundleDeploymentOptions{DefaultNamespace: "named-content"},
+			ContentsID:              stored.Name, Targets: []fleet.BundleTarget{{ClusterName: d.cluster}},
+		},
+	}
+	if _, err := hub.Fleet().FleetV1alpha1().Bundles(workspace).Create(context.Background(), named, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitProcessed(t, hub, "named-content", "ContentNotFound", stored.Name+`", which does not exist`)
+	both := named.DeepCopy()
+	both.Name, both.Spec.Resources = "both", resources
+	if _, err := hub.Fleet().FleetV1alpha1().Bundles(workspace).Create(context.Background(), both, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitProcessed(t, hub, "both", "InvalidResources", "spec.resources and spec.contentsId are both set")
+	inline := named.DeepCopy()
+	inline.Name, inline.Spec.ContentsID, inline.Spec.Resources, inline.Spec.DefaultNamespace = "inline", "", resources, "inline"
+	if _, err := hub.Fleet().FleetV1alpha1().Bundles(workspace).Create(context.Background(), inline, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitBundleReady(t, hub, "named-content", "1/1")
+
 	hub.MustKubectl(`apiVersion: fleet.cattle.io/v1alpha1
 kind: Bundle
 metadata:
@@ -523,15 +567,28 @@ spec:
       - key: env
         operator: Sideways
 `, "apply", "-f", "-")
-	framework.Eventually(t, "the bad selector to be reported", timeout, func(ctx context.Context) error {
-		b, err := hub.Fleet().FleetV1alpha1().Bundles(workspace).Get(ctx, "bad-selector", framework.Get)
+	waitProcessed(t, hub, "bad-selector", "InvalidTargets", "target000", "Sideways")
+}
+
+// waitProcessed waits until the Bundle's Processed condition has reason and a message
+// containing each of parts.
+func waitProcessed(t *testing.T, hub *framework.Hub, name, reason string, parts ...string) {
+	t.Helper()
+	framework.Eventually(t, fmt.Sprintf("Bundle %s to be refused with %s", name, reason), timeout, func(ctx context.Context) error {
+		b, err := hub.Fleet().FleetV1alpha1().Bundles(workspace).Get(ctx, name, framework.Get)
 		if err != nil {
 			return err
 		}
 		for _, c := range b.Status.Conditions {
-			if c.Type == fleet.ConditionProcessed && c.Reason == "InvalidTargets" && strings.Contains(c.Message, "target000") && strings.Contains(c.Message, "Sideways") {
-				return nil
+			if c.Type != fleet.ConditionProcessed || c.Reason != reason {
+				continue
 			}
+			for _, part := range parts {
+				if !strings.Contains(c.Message, part) {
+					return fmt.Errorf("Processed message %q lacks %q", c.Message, part)
+				}
+			}
+			return nil
 		}
 		return fmt.Errorf("conditions %+v", b.Status.Conditions)
 	})

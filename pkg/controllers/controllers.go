@@ -136,9 +136,9 @@ func (m *Manager) Start(ctx context.Context) error {
 	cluster.Register(ctx, cluster.Settings{OfflineAfter: m.settings.ClusterOfflineAfter},
 		fleet.Cluster(), fleet.ClusterRegistrationRequest(), fleet.BundleDeployment(), namespaces, kube, events)
 	bundle.Register(ctx, fleet.Bundle(), fleet.BundleDeployment(), fleet.Content(), fleet.Cluster(), fleet.ClusterGroup(), events)
-	bundle.RegisterContents(ctx, fleet.Content(), fleet.BundleDeployment())
+	bundle.RegisterContents(ctx, fleet.Content(), fleet.BundleDeployment(), fleet.Bundle().Cache())
 	clustergroup.Register(ctx, fleet.ClusterGroup(), fleet.Cluster(), fleet.BundleDeployment().Cache())
-	if err := agentbundle.Register(ctx, fleet.Cluster(), fleet.Bundle()); err != nil {
+	if err := agentbundle.Register(ctx, fleet.Cluster(), fleet.Bundle(), fleet.Content()); err != nil {
 		return err
 	}
 	imports.Register(ctx, imports.Settings{

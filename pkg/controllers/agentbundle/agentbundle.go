@@ -1,5 +1,6 @@
 // Package agentbundle keeps, for every Cluster, the Bundle fleet-agent-<cluster>
-// that deploys the cluster's own agent: the agent chart embedded in the hub, with the
+// that deploys the cluster's own agent: the agent chart embedded in the hub (stored
+// once, as the Content every agent bundle names in spec.contentsId), with the
 // Cluster's agent settings as values, targeting that cluster alone. The agent deploys
 // it as its existing fleet-agent release, so a cluster never has two agent releases,
 // and a change of the Cluster's agent settings rolls the agent.
@@ -21,27 +22,38 @@ import (
 	"github.com/flotilla/flotilla/charts"
 	"github.com/flotilla/flotilla/pkg/agentchart"
 	fleet "github.com/flotilla/flotilla/pkg/apis/fleet.cattle.io/v1alpha1"
+	"github.com/flotilla/flotilla/pkg/content"
+	"github.com/flotilla/flotilla/pkg/controllers/bundle"
 	"github.com/flotilla/flotilla/pkg/controllers/recent"
 	fleetcontrollers "github.com/flotilla/flotilla/pkg/generated/controllers/fleet.cattle.io/v1alpha1"
 	"github.com/flotilla/flotilla/pkg/names"
 )
 
 type handler struct {
-	clusters  fleetcontrollers.ClusterController
-	bundles   fleetcontrollers.BundleController
-	resources []fleet.BundleResource
+	clusters fleetcontrollers.ClusterController
+	bundles  fleetcontrollers.BundleController
+	contents fleetcontrollers.ContentController
+	// chart is the agent chart as one Content, which every agent bundle names: the
+	// chart is stored once, not in each of a thousand Bundles that every write of
+	// theirs would decode and encode again.
+	chart content.Encoded
 	// created remembers the agent bundles created, until the cache shows them.
 	created recent.Created
 }
 
 // Register starts keeping agent bundles. A Cluster change that does not touch its
 // agent settings costs a cache read and a comparison, no write.
-func Register(ctx context.Context, clusters fleetcontrollers.ClusterController, bundles fleetcontrollers.BundleController) error {
+func Register(ctx context.Context, clusters fleetcontrollers.ClusterController, bundles fleetcontrollers.BundleController,
+	contents fleetcontrollers.ContentController) error {
 	resources, err := ChartResources()
 	if err != nil {
 		return err
 	}
-	h := &handler{clusters: clusters, bundles: bundles, resources: resources}
+	chart, err := content.Encode(resources)
+	if err != nil {
+		return err
+	}
+	h := &handler{clusters: clusters, bundles: bundles, contents: contents, chart: chart}
 	clusters.OnChange(ctx, "agent-bundle", h.onChange)
 	// An agent bundle changed or deleted by hand is put back.
 	bundles.OnChange(ctx, "agent-bundle-owner", func(key string, b *fleet.Bundle) (*fleet.Bundle, error) {
@@ -80,8 +92,8 @@ func ChartResources() ([]fleet.BundleResource, error) {
 	return out, err
 }
 
-// Desired is the agent bundle of cluster.
-func (h *handler) Desired(cluster *fleet.Cluster) (*fleet.Bundle, error) {
+// Desired is the agent bundle of cluster, naming the agent chart's Content chart.
+func Desired(cluster *fleet.Cluster, chart string) (*fleet.Bundle, error) {
 	values, err := agentchart.Values(cluster, nil)
 	if err != nil {
 		return nil, err
@@ -107,8 +119,8 @@ func (h *handler) Desired(cluster *fleet.Cluster) (*fleet.Bundle, error) {
 					TimeoutSeconds: 60,
 				},
 			},
-			Resources: h.resources,
-			Targets:   []fleet.BundleTarget{{Name: "agent", ClusterName: cluster.Name}},
+			ContentsID: chart,
+			Targets:    []fleet.BundleTarget{{Name: "agent", ClusterName: cluster.Name}},
 		},
 	}, nil
 }
@@ -117,9 +129,14 @@ func (h *handler) onChange(_ string, cluster *fleet.Cluster) (*fleet.Cluster, er
 	if cluster == nil || cluster.DeletionTimestamp != nil {
 		return cluster, nil
 	}
-	want, err := h.Desired(cluster)
+	want, err := Desired(cluster, h.chart.Name)
 	if err != nil {
 		return cluster, fmt.Errorf("agent bundle of Cluster %s/%s: %w", cluster.Namespace, cluster.Name, err)
+	}
+	// The chart's Content first, so that the Bundle names one that exists (it may
+	// have been deleted as unused while the hub had no cluster).
+	if err := bundle.EnsureContent(h.contents, h.chart); err != nil {
+		return cluster, err
 	}
 	key := want.Namespace + "/" + want.Name
 	have, err := h.bundles.Cache().Get(want.Namespace, want.Name)

@@ -37,6 +37,8 @@ const (
 	ByBundle = "flotilla.bundleDeploymentsByBundle"
 	// ByContent indexes BundleDeployments by the Content they deploy.
 	ByContent = "flotilla.bundleDeploymentsByContent"
+	// ByContentsID indexes Bundles by the Content their spec.contentsId names.
+	ByContentsID = "flotilla.bundlesByContentsID"
 	// byTargetName indexes Bundles by "<namespace>/<cluster name>" of clusters their
 	// targets name, and byLabelTargets by namespace when a target selects by labels.
 	byTargetName   = "flotilla.bundlesByTargetName"
@@ -79,6 +81,29 @@ func Register(ctx context.Context, bundles fleetcontrollers.BundleController, de
 			return []string{b.Namespace}, nil
 		}
 		return nil, nil
+	})
+	bundles.Cache().AddIndexer(ByContentsID, func(b *fleet.Bundle) ([]string, error) {
+		if b.Spec.ContentsID == "" {
+			return nil, nil
+		}
+		return []string{b.Spec.ContentsID}, nil
+	})
+	contents.OnChange(ctx, "bundle-contents", func(name string, c *fleet.Content) (*fleet.Content, error) {
+		if c == nil {
+			return nil, nil
+		}
+		// Bundles waiting for this Content can now deploy; the others are unaffected
+		// (a Content changes only its reference count).
+		waiting, err := bundles.Cache().GetByIndex(ByContentsID, name)
+		if err != nil {
+			return c, err
+		}
+		for _, b := range waiting {
+			if c := conditions.Get(b.Status.Conditions, fleet.ConditionProcessed); c != nil && c.Reason == reasonContentNotFound {
+				bundles.Enqueue(b.Namespace, b.Name)
+			}
+		}
+		return c, nil
 	})
 	bundles.OnChange(ctx, "bundle", h.onChange)
 	bundles.OnRemove(ctx, names.BundleCleanup, h.onRemove)
@@ -157,14 +182,56 @@ type refusal struct {
 
 func (r *refusal) Error() string { return r.err.Error() }
 
+// reasonContentNotFound is the Processed reason of a Bundle whose contentsId names a
+// Content that does not exist.
+const reasonContentNotFound = "ContentNotFound"
+
+// contentRef is the Content a Bundle deploys.
+type contentRef struct {
+	name, sha256 string
+	// inline is set when the Bundle gives its resources inline: the hub stores them
+	// as the Content.
+	inline *content.Encoded
+}
+
+// contentOf resolves the Content of bundle: its inline resources, or the existing
+// Content that spec.contentsId names (as every agent bundle does, so that the agent
+// chart is stored once rather than in each of them).
+func (h *handler) contentOf(bundle *fleet.Bundle) (contentRef, error) {
+	id := bundle.Spec.ContentsID
+	if id == "" {
+		if _, err := content.Files(bundle.Spec.Resources); err != nil {
+			return contentRef{}, &refusal{"InvalidResources", err}
+		}
+		encoded, err := content.Encode(bundle.Spec.Resources)
+		if err != nil {
+			return contentRef{}, &refusal{"InvalidResources", err}
+		}
+		return contentRef{name: encoded.Name, sha256: encoded.SHA256, inline: &encoded}, nil
+	}
+	if len(bundle.Spec.Resources) > 0 {
+		return contentRef{}, &refusal{"InvalidResources", fmt.Errorf("spec.resources and spec.contentsId are both set: give the resources inline or name the Content %q that holds them, not both", id)}
+	}
+	c, err := h.contents.Cache().Get(id)
+	if apierrors.IsNotFound(err) {
+		// The cache may not show a Content created a moment ago.
+		c, err = h.contents.Get(id, metav1.GetOptions{})
+	}
+	switch {
+	case apierrors.IsNotFound(err):
+		// Looked at again when the Content is created (see Register).
+		return contentRef{}, &refusal{reasonContentNotFound, fmt.Errorf("spec.contentsId names the Content %q, which does not exist", id)}
+	case err != nil:
+		return contentRef{}, err
+	}
+	return contentRef{name: c.Name, sha256: c.SHA256Sum}, nil
+}
+
 // deploy writes the Content and the BundleDeployments and returns the latter.
 func (h *handler) deploy(bundle *fleet.Bundle, status *fleet.BundleStatus, log logrus.FieldLogger) ([]*fleet.BundleDeployment, error) {
-	if _, err := content.Files(bundle.Spec.Resources); err != nil {
-		return nil, &refusal{"InvalidResources", err}
-	}
-	encoded, err := content.Encode(bundle.Spec.Resources)
+	ref, err := h.contentOf(bundle)
 	if err != nil {
-		return nil, &refusal{"InvalidResources", err}
+		return nil, err
 	}
 	clusters, err := h.clusters.List(bundle.Namespace, labels.Everything())
 	if err != nil {
@@ -178,16 +245,16 @@ func (h *handler) deploy(bundle *fleet.Bundle, status *fleet.BundleStatus, log l
 	if err != nil {
 		return nil, &refusal{"InvalidTargets", err}
 	}
-	if len(targets) > 0 {
-		if err := h.ensureContent(encoded); err != nil {
+	if len(targets) > 0 && ref.inline != nil {
+		if err := EnsureContent(h.contents, *ref.inline); err != nil {
 			return nil, err
 		}
 	}
-	if old := status.ResourcesSHA256Sum; old != "" && old != encoded.SHA256 {
+	if old := status.ResourcesSHA256Sum; old != "" && old != ref.sha256 {
 		// The old Content may now be unused.
 		h.contents.EnqueueAfter(names.Content(old), contentGrace)
 	}
-	status.ResourcesSHA256Sum = encoded.SHA256
+	status.ResourcesSHA256Sum = ref.sha256
 
 	existing, err := h.deployments.Cache().GetByIndex(ByBundle, bundle.Namespace+"/"+bundle.Name)
 	if err != nil {
@@ -202,7 +269,7 @@ func (h *handler) deploy(bundle *fleet.Bundle, status *fleet.BundleStatus, log l
 		errs []error
 	)
 	for _, t := range targets {
-		want, err := desired(bundle, t, encoded.Name)
+		want, err := desired(bundle, t, ref.name)
 		if err != nil {
 			return nil, &refusal{"InvalidOptions", err}
 		}
@@ -302,25 +369,6 @@ func desired(bundle *fleet.Bundle, t target.Target, contentName string) (*fleet.
 	}, nil
 }
 
-func (h *handler) ensureContent(encoded content.Encoded) error {
-	if _, err := h.contents.Cache().Get(encoded.Name); err == nil {
-		return nil
-	}
-	data, err := encoded.Gzip()
-	if err != nil {
-		return fmt.Errorf("compressing Content %s: %w", encoded.Name, err)
-	}
-	_, err = h.contents.Create(&fleet.Content{
-		ObjectMeta: metav1.ObjectMeta{Name: encoded.Name, Labels: map[string]string{names.ManagedLabel: "true"}},
-		Content:    data,
-		SHA256Sum:  encoded.SHA256,
-	})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("creating Content %s: %w", encoded.Name, err)
-	}
-	return nil
-}
-
 // summarize folds deployments into status.
 func summarize(status *fleet.BundleStatus, deployments []*fleet.BundleDeployment) {
 	var s bundlestate.Summary
@@ -353,6 +401,9 @@ func (h *handler) onRemove(_ string, bundle *fleet.Bundle) (*fleet.Bundle, error
 	}
 	if bundle.Status.ResourcesSHA256Sum != "" {
 		h.contents.EnqueueAfter(names.Content(bundle.Status.ResourcesSHA256Sum), contentGrace)
+	}
+	if bundle.Spec.ContentsID != "" {
+		h.contents.EnqueueAfter(bundle.Spec.ContentsID, contentGrace)
 	}
 	return bundle, errors.Join(errs...)
 }
