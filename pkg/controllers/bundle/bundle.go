@@ -59,6 +59,8 @@ type handler struct {
 	seen map[string]string
 	// patches spaces the Bundles' status patches (see statuspatch.Limiter).
 	patches statuspatch.Limiter
+	// written is each Bundle's status as last patched, until the cache shows it.
+	written statuspatch.Written[fleet.BundleStatus]
 }
 
 // Register starts handling Bundles, and watches Clusters, ClusterGroups and
@@ -129,13 +131,15 @@ func AddIndexers(cache fleetcontrollers.BundleDeploymentCache) {
 func (h *handler) onChange(key string, bundle *fleet.Bundle) (*fleet.Bundle, error) {
 	if bundle == nil {
 		h.patches.Forget(key)
+		h.written.Forget(key)
 		return nil, nil
 	}
 	if bundle.DeletionTimestamp != nil {
 		return bundle, nil
 	}
 	log := logrus.WithField("bundle", bundle.Namespace+"/"+bundle.Name)
-	status := bundle.Status.DeepCopy()
+	base := h.written.Base(key, bundle.ResourceVersion, bundle.Status)
+	status := base.DeepCopy()
 	deployments, err := h.deploy(bundle, status, log)
 	var refused *refusal
 	switch {
@@ -146,32 +150,39 @@ func (h *handler) onChange(key string, bundle *fleet.Bundle) (*fleet.Bundle, err
 		}
 		log.WithError(err).Warn("Bundle not deployed")
 		// At once: the user is waiting to learn what is wrong.
-		return h.updateStatus(bundle, status, false)
+		return h.updateStatus(bundle, base, status, false)
 	case err != nil:
 		return bundle, err
 	}
 	conditions.Set(&status.Conditions, fleet.ConditionProcessed, corev1.ConditionTrue, "", "")
 	summarize(status, deployments)
 	status.ObservedGeneration = bundle.Generation
-	return h.updateStatus(bundle, status, true)
+	return h.updateStatus(bundle, base, status, true)
 }
 
-// updateStatus patches the Bundle's status to status; limited, at most once a
-// Debounce (see statuspatch.Limiter), except when it becomes Ready.
-func (h *handler) updateStatus(bundle *fleet.Bundle, status *fleet.BundleStatus, limited bool) (*fleet.Bundle, error) {
-	if equality.Semantic.DeepEqual(*status, bundle.Status) {
+// updateStatus patches the Bundle's status from base (see statuspatch.Written) to
+// status; limited, at most once a Debounce (see statuspatch.Limiter), except when it
+// becomes Ready.
+func (h *handler) updateStatus(bundle *fleet.Bundle, base fleet.BundleStatus, status *fleet.BundleStatus, limited bool) (*fleet.Bundle, error) {
+	if equality.Semantic.DeepEqual(*status, base) {
 		return bundle, nil
 	}
-	wait := h.patches.Wait(bundle.Namespace+"/"+bundle.Name, bundle.Status.Conditions, status.Conditions)
+	key := bundle.Namespace + "/" + bundle.Name
+	wait := h.patches.Wait(key, base.Conditions, status.Conditions)
 	if limited && wait > 0 {
 		h.bundles.EnqueueAfter(bundle.Namespace, bundle.Name, wait)
 		return bundle, nil
 	}
-	patch, err := statuspatch.For(bundle.Status, status)
+	patch, err := statuspatch.For(base, status)
 	if err != nil || patch == nil {
 		return bundle, err
 	}
-	return h.bundles.Patch(bundle.Namespace, bundle.Name, types.MergePatchType, patch, "status")
+	updated, err := h.bundles.Patch(bundle.Namespace, bundle.Name, types.MergePatchType, patch, "status")
+	if err != nil {
+		return bundle, err
+	}
+	h.written.Remember(key, bundle.ResourceVersion, *status)
+	return updated, nil
 }
 
 // refusal is a Bundle the hub cannot deploy as written.

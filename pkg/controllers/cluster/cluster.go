@@ -63,6 +63,8 @@ type handler struct {
 	now         func() time.Time
 	// patches spaces the Cluster's status patches (see statuspatch.Limiter).
 	patches statuspatch.Limiter
+	// written is each Cluster's status as last patched, until the cache shows it.
+	written statuspatch.Written[fleet.ClusterStatus]
 }
 
 // Register starts handling Clusters. The requests cache must carry the
@@ -93,6 +95,7 @@ func Register(ctx context.Context, settings Settings, clusters fleetcontrollers.
 func (h *handler) onChange(key string, cluster *fleet.Cluster) (*fleet.Cluster, error) {
 	if cluster == nil {
 		h.patches.Forget(key)
+		h.written.Forget(key)
 		return nil, nil
 	}
 	if cluster.DeletionTimestamp != nil {
@@ -101,25 +104,31 @@ func (h *handler) onChange(key string, cluster *fleet.Cluster) (*fleet.Cluster, 
 	if err := h.namespaces.Ensure(context.Background(), cluster); err != nil {
 		return cluster, err
 	}
-	status := cluster.Status.DeepCopy()
+	base := h.written.Base(key, cluster.ResourceVersion, cluster.Status)
+	status := base.DeepCopy()
 	status.Namespace = clusterns.Name(cluster)
 	if err := h.summarize(cluster, status); err != nil {
 		return cluster, err
 	}
-	if equality.Semantic.DeepEqual(*status, cluster.Status) {
+	if equality.Semantic.DeepEqual(*status, base) {
 		return cluster, nil
 	}
-	if wait := h.patches.Wait(key, cluster.Status.Conditions, status.Conditions); wait > 0 {
+	if wait := h.patches.Wait(key, base.Conditions, status.Conditions); wait > 0 {
 		h.clusters.EnqueueAfter(cluster.Namespace, cluster.Name, wait)
 		return cluster, nil
 	}
-	h.announce(cluster, status)
-	patch, err := statuspatch.For(cluster.Status, status)
+	h.announce(cluster, base, status)
+	patch, err := statuspatch.For(base, status)
 	if err != nil || patch == nil {
 		return cluster, err
 	}
 	logrus.WithField("cluster", key).Debugf("Patching the status: %s", patch)
-	return h.clusters.Patch(cluster.Namespace, cluster.Name, types.MergePatchType, patch, "status")
+	updated, err := h.clusters.Patch(cluster.Namespace, cluster.Name, types.MergePatchType, patch, "status")
+	if err != nil {
+		return cluster, err
+	}
+	h.written.Remember(key, cluster.ResourceVersion, *status)
+	return updated, nil
 }
 
 // onRemove deletes what the hub made for a Cluster outside its workspace's owner
@@ -200,10 +209,10 @@ func (h *handler) summarize(cluster *fleet.Cluster, status *fleet.ClusterStatus)
 	return nil
 }
 
-// announce records an event when the cluster checks in for the first time, goes
-// offline or comes back.
-func (h *handler) announce(cluster *fleet.Cluster, status *fleet.ClusterStatus) {
-	before := conditions.Get(cluster.Status.Conditions, fleet.ConditionReady)
+// announce records an event when the cluster's status goes from base to status and
+// that means its agent checked in for the first time, went offline or came back.
+func (h *handler) announce(cluster *fleet.Cluster, base fleet.ClusterStatus, status *fleet.ClusterStatus) {
+	before := conditions.Get(base.Conditions, fleet.ConditionReady)
 	after := conditions.Get(status.Conditions, fleet.ConditionReady)
 	if after == nil || (before != nil && before.Reason == after.Reason) {
 		return

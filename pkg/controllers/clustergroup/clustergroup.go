@@ -26,6 +26,8 @@ type handler struct {
 	groups      fleetcontrollers.ClusterGroupController
 	clusters    fleetcontrollers.ClusterCache
 	deployments fleetcontrollers.BundleDeploymentCache
+	// written is each group's status as last patched, until the cache shows it.
+	written statuspatch.Written[fleet.ClusterGroupStatus]
 }
 
 // Register starts handling ClusterGroups; a Cluster's change refreshes the groups
@@ -47,11 +49,16 @@ func Register(ctx context.Context, groups fleetcontrollers.ClusterGroupControlle
 	})
 }
 
-func (h *handler) onChange(_ string, group *fleet.ClusterGroup) (*fleet.ClusterGroup, error) {
-	if group == nil || group.DeletionTimestamp != nil {
+func (h *handler) onChange(key string, group *fleet.ClusterGroup) (*fleet.ClusterGroup, error) {
+	if group == nil {
+		h.written.Forget(key)
+		return nil, nil
+	}
+	if group.DeletionTimestamp != nil {
 		return group, nil
 	}
-	status := group.Status.DeepCopy()
+	base := h.written.Base(key, group.ResourceVersion, group.Status)
+	status := base.DeepCopy()
 	clusters, err := h.clusters.List(group.Namespace, labels.Everything())
 	if err != nil {
 		return group, err
@@ -65,7 +72,7 @@ func (h *handler) onChange(_ string, group *fleet.ClusterGroup) (*fleet.ClusterG
 		in, err := target.InGroup(group, c)
 		if err != nil {
 			conditions.Set(&status.Conditions, fleet.ConditionProcessed, corev1.ConditionFalse, "InvalidSelector", err.Error())
-			return h.update(group, status)
+			return h.update(key, group, base, status)
 		}
 		if !in {
 			continue
@@ -103,16 +110,22 @@ func (h *handler) onChange(_ string, group *fleet.ClusterGroup) (*fleet.ClusterG
 	default:
 		conditions.Set(&status.Conditions, fleet.ConditionReady, corev1.ConditionTrue, "", "")
 	}
-	return h.update(group, status)
+	return h.update(key, group, base, status)
 }
 
-func (h *handler) update(group *fleet.ClusterGroup, status *fleet.ClusterGroupStatus) (*fleet.ClusterGroup, error) {
-	if equality.Semantic.DeepEqual(*status, group.Status) {
+// update patches the group's status from base (see statuspatch.Written) to status.
+func (h *handler) update(key string, group *fleet.ClusterGroup, base fleet.ClusterGroupStatus, status *fleet.ClusterGroupStatus) (*fleet.ClusterGroup, error) {
+	if equality.Semantic.DeepEqual(*status, base) {
 		return group, nil
 	}
-	patch, err := statuspatch.For(group.Status, status)
+	patch, err := statuspatch.For(base, status)
 	if err != nil || patch == nil {
 		return group, err
 	}
-	return h.groups.Patch(group.Namespace, group.Name, types.MergePatchType, patch, "status")
+	updated, err := h.groups.Patch(group.Namespace, group.Name, types.MergePatchType, patch, "status")
+	if err != nil {
+		return group, err
+	}
+	h.written.Remember(key, group.ResourceVersion, *status)
+	return updated, nil
 }

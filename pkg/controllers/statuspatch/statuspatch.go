@@ -95,3 +95,42 @@ func (l *Limiter) Forget(key string) { l.next.Delete(key) }
 func BecomesReady(before, after []fleet.Condition) bool {
 	return conditions.IsTrue(after, fleet.ConditionReady) && !conditions.IsTrue(before, fleet.ConditionReady)
 }
+
+// Written remembers, per object, the status a controller last patched it to and the
+// resourceVersion of the object that patch was computed from. While the cache still
+// shows that resourceVersion, it has not seen the patch yet, and the controller builds
+// on what it wrote instead of the stale copy: a reconcile in that moment (a
+// BundleDeployment's change, a requeue) does not send the same patch again. With
+// 1,000 clusters registering at once the hub's cache is seconds behind, and most
+// Clusters had their turning Ready patched twice (make bench with --hub-arg=--debug).
+// A controller's workers never handle one key at once, so a key needs no lock.
+type Written[S any] struct {
+	m sync.Map // key → written[S]
+}
+
+type written[S any] struct {
+	from   string
+	status S
+}
+
+// Base is the status to build on and compare with: the one last written, while the
+// cache shows the object at the resourceVersion that write was computed from;
+// otherwise cached.
+func (w *Written[S]) Base(key, resourceVersion string, cached S) S {
+	if v, ok := w.m.Load(key); ok {
+		if e := v.(written[S]); e.from == resourceVersion {
+			return e.status
+		}
+		w.m.Delete(key)
+	}
+	return cached
+}
+
+// Remember records that key, seen at resourceVersion from, was patched to status.
+// The caller must not change status afterwards.
+func (w *Written[S]) Remember(key, from string, status S) {
+	w.m.Store(key, written[S]{from: from, status: status})
+}
+
+// Forget drops key, for a deleted object.
+func (w *Written[S]) Forget(key string) { w.m.Delete(key) }

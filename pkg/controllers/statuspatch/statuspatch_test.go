@@ -108,3 +108,31 @@ func TestBecomesReadyOnlyOnTheTurn(t *testing.T) {
 		}
 	}
 }
+
+func TestWrittenIsTheBaseUntilTheCacheMoves(t *testing.T) {
+	var w Written[status]
+	cached := status{Message: "cached"}
+	if got := w.Base("a", "1", cached); got.Message != cached.Message {
+		t.Fatalf("nothing written: base %+v, want the cached status", got)
+	}
+	w.Remember("a", "1", status{Ready: true, Message: "written"})
+	if got := w.Base("a", "1", cached); !got.Ready || got.Message != "written" {
+		t.Errorf("cache still at the version patched over: base %+v, want what was written", got)
+	}
+	if got := w.Base("b", "1", cached); got.Message != cached.Message {
+		t.Errorf("another key: base %+v, want its cached status", got)
+	}
+	moved := status{Ready: true, Message: "moved"}
+	if got := w.Base("a", "2", moved); got.Message != moved.Message {
+		t.Errorf("cache moved on: base %+v, want the cached status", got)
+	}
+	// Once the cache has moved on, the old write is gone for good.
+	if got := w.Base("a", "1", cached); got.Message != cached.Message {
+		t.Errorf("after the cache moved: base %+v, want the cached status", got)
+	}
+	w.Remember("a", "2", status{Message: "again"})
+	w.Forget("a")
+	if got := w.Base("a", "2", moved); got.Message != moved.Message {
+		t.Errorf("forgotten: base %+v, want the cached status", got)
+	}
+}
