@@ -20,6 +20,11 @@ import (
 // Content before the BundleDeployments that refer to it.
 const contentGrace = time.Minute
 
+// recountAfter batches the recounts of a Content's references: while a thousand
+// clusters register, their agent bundles' BundleDeployments all refer to one Content,
+// and its referenceCount, which only informs, is written every recountAfter at most.
+const recountAfter = 10 * time.Second
+
 type contentHandler struct {
 	contents    fleetcontrollers.ContentController
 	deployments fleetcontrollers.BundleDeploymentCache
@@ -39,7 +44,7 @@ func RegisterContents(ctx context.Context, contents fleetcontrollers.ContentCont
 	deployments.OnChange(ctx, "content-references", func(_ string, bd *fleet.BundleDeployment) (*fleet.BundleDeployment, error) {
 		if bd != nil {
 			if name := target.ContentName(bd.Spec.DeploymentID); name != "" {
-				contents.EnqueueAfter(name, 2*time.Second)
+				contents.EnqueueAfter(name, recountAfter)
 			}
 		}
 		return bd, nil
