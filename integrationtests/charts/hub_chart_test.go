@@ -106,6 +106,10 @@ func TestHubChartInstallsAndItsRBACSuffices(t *testing.T) {
 		}
 		return nil
 	})
+	// The chart lets the hub keep the priority level of registration traffic.
+	if _, err := host.Client().FlowcontrolV1().FlowSchemas().Get(context.Background(), "flotilla-registration", metav1.GetOptions{}); err != nil {
+		t.Errorf("the hub's registration FlowSchema: %v", err)
+	}
 	if log := hub.Process.Log(); strings.Contains(log, "forbidden") {
 		t.Errorf("the hub was refused something its RBAC should allow:\n%s", log)
 	}

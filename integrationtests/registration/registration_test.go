@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -16,7 +17,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
 
 	"github.com/flotilla/flotilla/integrationtests/framework"
 	fleet "github.com/flotilla/flotilla/pkg/apis/fleet.cattle.io/v1alpha1"
@@ -616,4 +619,45 @@ func TestDeletedTokenIsRevoked(t *testing.T) {
 		}
 		return fmt.Errorf("still accepted (err=%v)", err)
 	})
+}
+
+// TestRegistrationHasItsOwnPriorityLevel: the API server's priority and fairness puts
+// a registering agent's requests in the hub's flotilla-registration level, where one
+// token's thousand agents queue instead of being turned away, and leaves its token's
+// other requests where they were.
+func TestRegistrationHasItsOwnPriorityLevel(t *testing.T) {
+	t.Parallel()
+	hub := framework.StartHub(t)
+	data, err := os.ReadFile(hub.CreateToken(workspace, "apf", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var values registration.Values
+	if err := yaml.Unmarshal(data, &values); err != nil {
+		t.Fatal(err)
+	}
+	schema, err := hub.Client().FlowcontrolV1().FlowSchemas().Get(context.Background(), "flotilla-registration", framework.Get)
+	if err != nil {
+		t.Fatalf("the hub's FlowSchema: %v", err)
+	}
+	cfg := rest.AnonymousClientConfig(hub.RESTConfig())
+	cfg.BearerToken = values.Token
+	httpClient, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	flowSchema := func(path string) string {
+		resp, err := httpClient.Get(cfg.Host + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.Header.Get("X-Kubernetes-PF-FlowSchema-UID")
+	}
+	if got := flowSchema("/api/v1/namespaces/" + names.RegistrationNamespace + "/secrets/some-credential"); got != string(schema.UID) {
+		t.Errorf("a credential pickup went to FlowSchema %q, want flotilla-registration (%s)", got, schema.UID)
+	}
+	if got := flowSchema("/api/v1/namespaces/" + workspace + "/configmaps"); got == "" || got == string(schema.UID) {
+		t.Errorf("another request of the token went to FlowSchema %q, want the API server's own", got)
+	}
 }

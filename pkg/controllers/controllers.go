@@ -15,6 +15,7 @@ import (
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -100,6 +101,12 @@ func (m *Manager) Start(ctx context.Context) error {
 		return err
 	}
 	if err := ensureClusterRoles(ctx, kube); err != nil {
+		return err
+	}
+	if err := ensureFlowControl(ctx, kube); apierrors.IsForbidden(err) {
+		// Registration works without it, in the level every ServiceAccount shares.
+		logrus.WithError(err).Warn("Not allowed to keep the priority level of registration traffic; registering agents share the API server's workload-low level")
+	} else if err != nil {
 		return err
 	}
 	shared, err := controller.NewSharedControllerFactoryFromConfig(m.cfg, schemes.All)
@@ -192,6 +199,38 @@ func ensureClusterRoles(ctx context.Context, kube kubernetes.Interface) error {
 		if err != nil {
 			return fmt.Errorf("ClusterRole %s: %w", role.Name, err)
 		}
+	}
+	return nil
+}
+
+// ensureFlowControl creates or updates the priority level and FlowSchema of
+// registration traffic (registration.FlowControl).
+func ensureFlowControl(ctx context.Context, kube kubernetes.Interface) error {
+	level, schema, err := registration.FlowControl()
+	if err != nil {
+		return err
+	}
+	levels := kube.FlowcontrolV1().PriorityLevelConfigurations()
+	existingLevel, err := levels.Get(ctx, level.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		_, err = levels.Create(ctx, level, metav1.CreateOptions{})
+	} else if err == nil && !equality.Semantic.DeepEqual(existingLevel.Spec, level.Spec) {
+		existingLevel.Spec = level.Spec
+		_, err = levels.Update(ctx, existingLevel, metav1.UpdateOptions{})
+	}
+	if err != nil {
+		return fmt.Errorf("PriorityLevelConfiguration %s: %w", level.Name, err)
+	}
+	schemas := kube.FlowcontrolV1().FlowSchemas()
+	existingSchema, err := schemas.Get(ctx, schema.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		_, err = schemas.Create(ctx, schema, metav1.CreateOptions{})
+	} else if err == nil && !equality.Semantic.DeepEqual(existingSchema.Spec, schema.Spec) {
+		existingSchema.Spec = schema.Spec
+		_, err = schemas.Update(ctx, existingSchema, metav1.UpdateOptions{})
+	}
+	if err != nil {
+		return fmt.Errorf("FlowSchema %s: %w", schema.Name, err)
 	}
 	return nil
 }
