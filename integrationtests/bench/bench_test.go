@@ -74,7 +74,7 @@ func TestWriteCostsRun(t *testing.T) {
 	}
 	t.Logf("bench --write-costs --clusters 50:\n%s", out)
 	line := regexp.MustCompile(`(?m)^  (POST|PATCH|GET) \S+.* -?\d+\.\d\d ms$`)
-	if got := len(line.FindAllString(string(out), -1)); got != 14 || strings.Contains(string(out), "failed") {
-		t.Errorf("want 14 kinds measured, none failed; got %d lines:\n%s", got, out)
+	if got := len(line.FindAllString(string(out), -1)); got != 16 || strings.Contains(string(out), "failed") {
+		t.Errorf("want 16 kinds measured, none failed; got %d lines:\n%s", got, out)
 	}
 }
