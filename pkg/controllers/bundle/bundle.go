@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
 
 	fleet "github.com/flotilla/flotilla/pkg/apis/fleet.cattle.io/v1alpha1"
 	"github.com/flotilla/flotilla/pkg/bundlestate"
@@ -193,6 +194,9 @@ type refusal struct {
 
 func (r *refusal) Error() string { return r.err.Error() }
 
+// deploymentWriters is how many of a Bundle's BundleDeployments are written at once.
+const deploymentWriters = 16
+
 // reasonContentNotFound is the Processed reason of a Bundle whose contentsId names a
 // Content that does not exist.
 const reasonContentNotFound = "ContentNotFound"
@@ -275,26 +279,35 @@ func (h *handler) deploy(bundle *fleet.Bundle, status *fleet.BundleStatus, log l
 	for _, bd := range existing {
 		byNamespace[bd.Namespace] = bd
 	}
-	var (
-		out  []*fleet.BundleDeployment
-		errs []error
-	)
-	for _, t := range targets {
+	wants := make([]*fleet.BundleDeployment, len(targets))
+	haves := make([]*fleet.BundleDeployment, len(targets))
+	for i, t := range targets {
 		want, err := desired(bundle, t, ref.name)
 		if err != nil {
 			return nil, &refusal{"InvalidOptions", err}
 		}
-		have := byNamespace[want.Namespace]
+		wants[i], haves[i] = want, byNamespace[want.Namespace]
 		delete(byNamespace, want.Namespace)
-		bd, err := h.write(want, have)
-		if err != nil {
-			errs = append(errs, err)
-			if have != nil {
-				out = append(out, have)
-			}
-			continue
+	}
+	// Written side by side: one after the other, a Bundle's thousand targets took a
+	// thousand round trips to the API server.
+	written := make([]*fleet.BundleDeployment, len(targets))
+	writeErrs := make([]error, len(targets))
+	workqueue.ParallelizeUntil(context.Background(), deploymentWriters, len(targets), func(i int) {
+		written[i], writeErrs[i] = h.write(wants[i], haves[i])
+	})
+	var (
+		out  []*fleet.BundleDeployment
+		errs []error
+	)
+	for i := range targets {
+		switch {
+		case writeErrs[i] == nil:
+			out = append(out, written[i])
+		case haves[i] != nil:
+			out = append(out, haves[i])
 		}
-		out = append(out, bd)
+		errs = append(errs, writeErrs[i])
 	}
 	for _, stale := range byNamespace {
 		err := h.deployments.Delete(stale.Namespace, stale.Name, &metav1.DeleteOptions{})
