@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/rancher/lasso/pkg/cache"
 	"github.com/rancher/lasso/pkg/controller"
 	corecontrollers "github.com/rancher/wrangler/v3/pkg/generated/controllers/core"
 	"github.com/rancher/wrangler/v3/pkg/schemes"
@@ -19,6 +20,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -38,6 +40,7 @@ import (
 	"github.com/flotilla/flotilla/pkg/controllers/token"
 	fleetcontrollers "github.com/flotilla/flotilla/pkg/generated/controllers/fleet.cattle.io"
 	"github.com/flotilla/flotilla/pkg/metrics"
+	"github.com/flotilla/flotilla/pkg/names"
 	"github.com/flotilla/flotilla/pkg/registration"
 )
 
@@ -109,7 +112,16 @@ func (m *Manager) Start(ctx context.Context) error {
 	} else if err != nil {
 		return err
 	}
-	shared, err := controller.NewSharedControllerFactoryFromConfig(m.cfg, schemes.All)
+	shared, err := controller.NewSharedControllerFactoryFromConfigWithOptions(m.cfg, schemes.All, &controller.SharedControllerFactoryOptions{
+		CacheOptions: &cache.SharedCacheFactoryOptions{KindTweakList: map[schema.GroupVersionKind]cache.TweakListOptionsFunc{
+			// Agents' credentials are written, never read back from the cache: the
+			// hub's cache keeps only the Secrets it reads (kubeconfigs, token values),
+			// not a thousand credentials and an event for each.
+			corev1.SchemeGroupVersion.WithKind("Secret"): func(o *metav1.ListOptions) {
+				o.FieldSelector = "type!=" + names.CredentialSecretType
+			},
+		}},
+	})
 	if err != nil {
 		return err
 	}
