@@ -16,7 +16,6 @@ import (
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -215,34 +214,19 @@ func ensureClusterRoles(ctx context.Context, kube kubernetes.Interface) error {
 	return nil
 }
 
-// ensureFlowControl creates or updates the priority level and FlowSchema of
-// registration traffic (registration.FlowControl).
+// ensureFlowControl applies the priority level and FlowSchema of registration traffic
+// (registration.FlowControl).
 func ensureFlowControl(ctx context.Context, kube kubernetes.Interface) error {
 	level, schema, err := registration.FlowControl()
 	if err != nil {
 		return err
 	}
-	levels := kube.FlowcontrolV1().PriorityLevelConfigurations()
-	existingLevel, err := levels.Get(ctx, level.Name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		_, err = levels.Create(ctx, level, metav1.CreateOptions{})
-	} else if err == nil && !equality.Semantic.DeepEqual(existingLevel.Spec, level.Spec) {
-		existingLevel.Spec = level.Spec
-		_, err = levels.Update(ctx, existingLevel, metav1.UpdateOptions{})
+	apply := metav1.ApplyOptions{FieldManager: "flotilla-hub", Force: true}
+	if _, err := kube.FlowcontrolV1().PriorityLevelConfigurations().Apply(ctx, level, apply); err != nil {
+		return fmt.Errorf("PriorityLevelConfiguration %s: %w", *level.Name, err)
 	}
-	if err != nil {
-		return fmt.Errorf("PriorityLevelConfiguration %s: %w", level.Name, err)
-	}
-	schemas := kube.FlowcontrolV1().FlowSchemas()
-	existingSchema, err := schemas.Get(ctx, schema.Name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		_, err = schemas.Create(ctx, schema, metav1.CreateOptions{})
-	} else if err == nil && !equality.Semantic.DeepEqual(existingSchema.Spec, schema.Spec) {
-		existingSchema.Spec = schema.Spec
-		_, err = schemas.Update(ctx, existingSchema, metav1.UpdateOptions{})
-	}
-	if err != nil {
-		return fmt.Errorf("FlowSchema %s: %w", schema.Name, err)
+	if _, err := kube.FlowcontrolV1().FlowSchemas().Apply(ctx, schema, apply); err != nil {
+		return fmt.Errorf("FlowSchema %s: %w", *schema.Name, err)
 	}
 	return nil
 }

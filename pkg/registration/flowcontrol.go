@@ -4,7 +4,7 @@ import (
 	_ "embed"
 	"fmt"
 
-	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
+	flowcontrolv1 "k8s.io/client-go/applyconfigurations/flowcontrol/v1"
 	"sigs.k8s.io/yaml"
 )
 
@@ -17,14 +17,14 @@ var (
 
 // FlowControl is the API priority and fairness configuration of registration traffic:
 // a PriorityLevelConfiguration (manifests/prioritylevel.yaml), and the FlowSchema that
-// puts the requests of registering agents in it (manifests/flowschema.yaml). The hub
-// keeps them in place on every start.
-func FlowControl() (*flowcontrolv1.PriorityLevelConfiguration, *flowcontrolv1.FlowSchema, error) {
-	level := &flowcontrolv1.PriorityLevelConfiguration{}
+// puts the requests of registering agents in it (manifests/flowschema.yaml), as
+// server-side apply configurations. The hub applies them on every start.
+func FlowControl() (*flowcontrolv1.PriorityLevelConfigurationApplyConfiguration, *flowcontrolv1.FlowSchemaApplyConfiguration, error) {
+	level := &flowcontrolv1.PriorityLevelConfigurationApplyConfiguration{}
 	if err := yaml.UnmarshalStrict(priorityLevelYAML, level); err != nil {
 		return nil, nil, fmt.Errorf("manifests/prioritylevel.yaml: %w", err)
 	}
-	schema := &flowcontrolv1.FlowSchema{}
+	schema := &flowcontrolv1.FlowSchemaApplyConfiguration{}
 	if err := yaml.UnmarshalStrict(flowSchemaYAML, schema); err != nil {
 		return nil, nil, fmt.Errorf("manifests/flowschema.yaml: %w", err)
 	}

@@ -223,15 +223,15 @@ func TestFlowControlPutsRegistrationInItsOwnLevel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if schema.Spec.PriorityLevelConfiguration.Name != level.Name {
-		t.Errorf("FlowSchema %s sends to %q, not to the priority level %s", schema.Name, schema.Spec.PriorityLevelConfiguration.Name, level.Name)
+	if *schema.Spec.PriorityLevelConfiguration.Name != *level.Name {
+		t.Errorf("FlowSchema %s sends to %q, not to the priority level %s", *schema.Name, *schema.Spec.PriorityLevelConfiguration.Name, *level.Name)
 	}
 	// Before the API server's "service-accounts" FlowSchema, which would take them.
-	if schema.Spec.MatchingPrecedence >= 9000 {
-		t.Errorf("matchingPrecedence %d comes after service-accounts (9000)", schema.Spec.MatchingPrecedence)
+	if *schema.Spec.MatchingPrecedence >= 9000 {
+		t.Errorf("matchingPrecedence %d comes after service-accounts (9000)", *schema.Spec.MatchingPrecedence)
 	}
 	q := level.Spec.Limited.LimitResponse.Queuing
-	if held := q.HandSize * q.QueueLengthLimit; held < 1000 {
+	if held := *q.HandSize * *q.QueueLengthLimit; held < 1000 {
 		t.Errorf("one flow (one token's agents) can queue %d requests, fewer than a thousand registering at once", held)
 	}
 }
