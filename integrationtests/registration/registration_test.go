@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -19,7 +18,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/yaml"
 
 	"github.com/flotilla/flotilla/integrationtests/framework"
 	fleet "github.com/flotilla/flotilla/pkg/apis/fleet.cattle.io/v1alpha1"
@@ -628,12 +626,8 @@ func TestDeletedTokenIsRevoked(t *testing.T) {
 func TestRegistrationHasItsOwnPriorityLevel(t *testing.T) {
 	t.Parallel()
 	hub := framework.StartHub(t)
-	data, err := os.ReadFile(hub.CreateToken(workspace, "apf", ""))
+	values, err := framework.ReadValues(hub.CreateToken(workspace, "apf", ""))
 	if err != nil {
-		t.Fatal(err)
-	}
-	var values registration.Values
-	if err := yaml.Unmarshal(data, &values); err != nil {
 		t.Fatal(err)
 	}
 	schema, err := hub.Client().FlowcontrolV1().FlowSchemas().Get(context.Background(), "flotilla-registration", framework.Get)
