@@ -102,7 +102,7 @@ func Register(ctx context.Context, bundles fleetcontrollers.BundleController, de
 			return c, err
 		}
 		for _, b := range waiting {
-			if c := conditions.Get(b.Status.Conditions, fleet.ConditionProcessed); c != nil && c.Reason == reasonContentNotFound {
+			if cond := conditions.Get(b.Status.Conditions, fleet.ConditionProcessed); cond != nil && cond.Reason == reasonContentNotFound {
 				bundles.Enqueue(b.Namespace, b.Name)
 			}
 		}
