@@ -101,8 +101,9 @@ func BecomesReady(before, after []fleet.Condition) bool {
 // shows that resourceVersion, it has not seen the patch yet, and the controller builds
 // on what it wrote instead of the stale copy: a reconcile in that moment (a
 // BundleDeployment's change, a requeue) does not send the same patch again. With
-// 1,000 clusters registering at once the hub's cache is seconds behind, and most
-// Clusters had their turning Ready patched twice (make bench with --hub-arg=--debug).
+// 1,000 clusters registering at once the hub's cache is seconds behind, and 370 of
+// the 1,000 Clusters had their turning Ready patched twice (make bench with
+// --hub-arg=--debug).
 // A controller's workers never handle one key at once, so a key needs no lock.
 type Written[S any] struct {
 	m sync.Map // key → written[S]
