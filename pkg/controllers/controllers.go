@@ -105,10 +105,7 @@ func (m *Manager) Start(ctx context.Context) error {
 	if err := ensureClusterRoles(ctx, kube); err != nil {
 		return err
 	}
-	if err := ensureFlowControl(ctx, kube); apierrors.IsForbidden(err) {
-		// Registration works without it, in the level every ServiceAccount shares.
-		logrus.WithError(err).Warn("Not allowed to keep the priority level of registration traffic; registering agents share the API server's workload-low level")
-	} else if err != nil {
+	if err := ensureFlowControl(ctx, kube); err != nil {
 		return err
 	}
 	shared, err := controller.NewSharedControllerFactoryFromConfigWithOptions(m.cfg, schemes.All, &controller.SharedControllerFactoryOptions{
@@ -215,18 +212,25 @@ func ensureClusterRoles(ctx context.Context, kube kubernetes.Interface) error {
 }
 
 // ensureFlowControl applies the priority level and FlowSchema of registration traffic
-// (registration.FlowControl).
+// (registration.FlowControl). Registration works without them, in the level every
+// ServiceAccount shares: a hub not allowed to write them, or on an API server without
+// flowcontrol.apiserver.k8s.io/v1 (before Kubernetes 1.29), says so and goes on.
 func ensureFlowControl(ctx context.Context, kube kubernetes.Interface) error {
 	level, schema, err := registration.FlowControl()
 	if err != nil {
 		return err
 	}
 	apply := metav1.ApplyOptions{FieldManager: "flotilla-hub", Force: true}
-	if _, err := kube.FlowcontrolV1().PriorityLevelConfigurations().Apply(ctx, level, apply); err != nil {
-		return fmt.Errorf("PriorityLevelConfiguration %s: %w", *level.Name, err)
+	_, err = kube.FlowcontrolV1().PriorityLevelConfigurations().Apply(ctx, level, apply)
+	if err == nil {
+		_, err = kube.FlowcontrolV1().FlowSchemas().Apply(ctx, schema, apply)
 	}
-	if _, err := kube.FlowcontrolV1().FlowSchemas().Apply(ctx, schema, apply); err != nil {
-		return fmt.Errorf("FlowSchema %s: %w", *schema.Name, err)
+	switch {
+	case apierrors.IsForbidden(err) || apierrors.IsNotFound(err):
+		logrus.WithError(err).Warn("Could not apply the priority level of registration traffic (flotilla-registration); registering agents share the API server's workload-low level")
+		return nil
+	case err != nil:
+		return fmt.Errorf("applying the priority level of registration traffic: %w", err)
 	}
 	return nil
 }
