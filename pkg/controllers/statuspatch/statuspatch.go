@@ -102,8 +102,8 @@ func BecomesReady(before, after []fleet.Condition) bool {
 // on what it wrote instead of the stale copy: a reconcile in that moment (a
 // BundleDeployment's change, a requeue) does not send the same patch again. With
 // 1,000 clusters registering at once the hub's cache is seconds behind, and 370 of
-// the 1,000 Clusters had their turning Ready patched twice (make bench with
-// --hub-arg=--debug).
+// the 1,000 Clusters got two or more patches setting their Ready condition, those
+// read being the same Ready patch twice (make bench with --hub-arg=--debug).
 // A controller's workers never handle one key at once, so a key needs no lock.
 type Written[S any] struct {
 	m sync.Map // key → written[S]
