@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/workqueue"
 
 	fleet "github.com/flotilla/flotilla/pkg/apis/fleet.cattle.io/v1alpha1"
 	"github.com/flotilla/flotilla/pkg/controllers/agentbundle"
@@ -202,26 +202,11 @@ func measure(cp *process, n int, idle float64, op func(i int) error) (time.Durat
 	}
 	start := time.Now()
 	var failed atomic.Int64
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for range writeCostConcurrency {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				if err := op(i); err != nil {
-					if failed.Add(1) == 1 {
-						fmt.Fprintln(os.Stderr, "bench:", err)
-					}
-				}
-			}
-		}()
-	}
-	for i := range n {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
+	workqueue.ParallelizeUntil(context.Background(), writeCostConcurrency, n, func(i int) {
+		if err := op(i); err != nil && failed.Add(1) == 1 {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+		}
+	})
 	time.Sleep(settle)
 	after, err := cp.usage()
 	if err != nil {
