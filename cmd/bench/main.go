@@ -224,8 +224,14 @@ func run(o options) (*report, error) {
 		}
 	}()
 
+	// The simulated agents and the benchmark's own watches stop before the hub and
+	// the control plane do (deferred calls run last first), so that no watch ends
+	// with an error when the API server goes away.
+	clientsCtx, stopClients := context.WithCancel(ctx)
+	defer stopClients()
+
 	// Registration.
-	readyAt := watchClusters(ctx, client)
+	readyAt := watchClusters(clientsCtx, client)
 	requestsBefore, err := apiRequests(ctx, kube)
 	if err != nil {
 		return r, err
@@ -242,7 +248,7 @@ func run(o options) (*report, error) {
 	}
 	errs := make(chan error, 1)
 	start := time.Now()
-	agents.start(ctx, values, o.checkinInterval, errs)
+	agents.start(clientsCtx, values, o.checkinInterval, errs)
 	if o.profileDir != "" {
 		go profile(ctx, o.profileDir, kube, fmt.Sprintf("http://127.0.0.1:%d", metricsPort))
 	}
@@ -306,7 +312,7 @@ func run(o options) (*report, error) {
 
 	// A Bundle to every cluster.
 	bundleStart := time.Now()
-	bds := watchBundleDeployments(ctx, client, "bench")
+	bds := watchBundleDeployments(clientsCtx, client, "bench")
 	if _, err := client.FleetV1alpha1().Bundles(workspace).Create(ctx, benchBundle(), metav1.CreateOptions{}); err != nil {
 		return r, err
 	}
