@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
 
@@ -82,9 +83,13 @@ func (a *simulatedAgent) run(ctx context.Context, interval time.Duration, versio
 	if err != nil {
 		return err
 	}
+	hubKube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
 	log := logrus.New()
 	log.SetOutput(io.Discard)
-	checkin := &agent.Checkin{Hub: hub, Credential: *a.cred, Namespace: a.downstream.Namespace, Version: version, Log: log, KubernetesVersion: "v1.37.2"}
+	checkin := &agent.Checkin{Hub: hub, Leases: hubKube.CoordinationV1(), Credential: *a.cred, Namespace: a.downstream.Namespace, Version: version, Log: log, KubernetesVersion: "v1.37.2"}
 	go checkin.Run(ctx, interval)
 
 	bds := hub.FleetV1alpha1().BundleDeployments(a.cred.DeploymentNamespace)

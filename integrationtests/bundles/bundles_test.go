@@ -371,6 +371,27 @@ func TestHeartbeatShowsNodesAndOfflineClusters(t *testing.T) {
 	waitClusterDisplay(t, hub, d.cluster, "NODES-READY", func(c *fleet.Cluster) string { return c.Status.Display.ReadyNodes }, "3/3")
 	waitClusterDisplay(t, hub, d.cluster, "SAMPLE-NODE", func(c *fleet.Cluster) string { return c.Status.Display.SampleNode }, "node-a")
 
+	// With nothing new to report, the agent renews its Lease instead of patching the
+	// Cluster: the Cluster stays Ready on the Lease alone, well past the 10s after
+	// its last status report.
+	framework.Eventually(t, "the agent's Lease renewed 15s after its last status report", timeout, func(ctx context.Context) error {
+		c, err := getCluster(ctx, hub, d.cluster)
+		if err != nil {
+			return err
+		}
+		lease, err := hub.Client().CoordinationV1().Leases(c.Status.Namespace).Get(ctx, names.AgentLease, framework.Get)
+		if err != nil {
+			return err
+		}
+		if lease.Spec.RenewTime == nil || lease.Spec.RenewTime.Sub(c.Status.Agent.LastSeen.Time) < 15*time.Second {
+			return fmt.Errorf("Lease renewed at %v, status reported at %v", lease.Spec.RenewTime, c.Status.Agent.LastSeen)
+		}
+		return nil
+	})
+	if c, err = getCluster(ctx, hub, d.cluster); err != nil || readyCondition(c) != "True" {
+		t.Fatalf("the cluster is not Ready while its agent renews its Lease (%v):\n%s", err, hub.MustKubectl("", "-n", workspace, "get", "clusters.fleet.cattle.io", d.cluster))
+	}
+
 	// The agent stops: after 10s without a check-in the cluster is offline, not Ready.
 	if err := d.agent.Stop(); err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -493,6 +494,10 @@ func testIdentitiesAreIsolated(t *testing.T, hub *framework.Hub, rbacObjects int
 	_, forbidden["the registration token listing every credential"] = kubeToken.CoreV1().Secrets(names.RegistrationNamespace).List(ctx, metav1.ListOptions{})
 	_, forbidden["list Contents"] = fleetA.FleetV1alpha1().Contents().List(ctx, metav1.ListOptions{})
 	_, forbidden["create a token for B's identity"] = kubeA.CoreV1().ServiceAccounts(credB.DeploymentNamespace).CreateToken(ctx, names.AgentIdentityServiceAccount, nil, metav1.CreateOptions{})
+	_, forbidden["renew B's Lease"] = kubeA.CoordinationV1().Leases(credB.DeploymentNamespace).Patch(ctx, names.AgentLease, types.MergePatchType, []byte(`{"spec":{"renewTime":null}}`), metav1.PatchOptions{})
+	_, forbidden["create a Lease in B's namespace"] = kubeA.CoordinationV1().Leases(credB.DeploymentNamespace).Create(ctx,
+		&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: names.AgentLease}}, metav1.CreateOptions{})
+	_, forbidden["patch another Lease of its own namespace"] = kubeA.CoordinationV1().Leases(credA.DeploymentNamespace).Patch(ctx, "other", types.MergePatchType, []byte(`{}`), metav1.PatchOptions{})
 	for what, err := range forbidden {
 		if !apierrors.IsForbidden(err) {
 			t.Errorf("cluster A could %s (err=%v), want 403 Forbidden", what, err)
@@ -541,7 +546,12 @@ func TestAgentRenewsItsTokenInPlace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if since := time.Since(c.Status.Agent.LastSeen.Time); since > 15*time.Second {
+	// Between status reports the agent checks in by renewing its Lease.
+	seen := c.Status.Agent.LastSeen.Time
+	if lease, err := hub.Client().CoordinationV1().Leases(cred.DeploymentNamespace).Get(ctx, names.AgentLease, framework.Get); err == nil && lease.Spec.RenewTime != nil && lease.Spec.RenewTime.After(seen) {
+		seen = lease.Spec.RenewTime.Time
+	}
+	if since := time.Since(seen); since > 15*time.Second {
 		t.Fatalf("the agent stopped checking in: last seen %s ago", since.Round(time.Second))
 	}
 }

@@ -163,7 +163,7 @@ func runSession(ctx context.Context, cfg Config, d registration.Downstream, cred
 	if v, err := cfg.Downstream.Discovery().ServerVersion(); err == nil {
 		version = v.GitVersion
 	}
-	checkin := &Checkin{Hub: hubFleet, Credential: cred, Namespace: cfg.Namespace, Version: cfg.Version, Log: log,
+	checkin := &Checkin{Hub: hubFleet, Leases: hubKube.CoordinationV1(), Credential: cred, Namespace: cfg.Namespace, Version: cfg.Version, Log: log,
 		Nodes: WatchNodes(ctx, cfg.Downstream), KubernetesVersion: version}
 	checkin.Run(ctx, settings.CheckinInterval)
 	return nil

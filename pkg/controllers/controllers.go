@@ -11,9 +11,11 @@ import (
 
 	"github.com/rancher/lasso/pkg/cache"
 	"github.com/rancher/lasso/pkg/controller"
+	coordinationcontrollers "github.com/rancher/wrangler/v3/pkg/generated/controllers/coordination.k8s.io"
 	corecontrollers "github.com/rancher/wrangler/v3/pkg/generated/controllers/core"
 	"github.com/rancher/wrangler/v3/pkg/schemes"
 	"github.com/sirupsen/logrus"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -116,6 +118,10 @@ func (m *Manager) Start(ctx context.Context) error {
 			corev1.SchemeGroupVersion.WithKind("Secret"): func(o *metav1.ListOptions) {
 				o.FieldSelector = "type!=" + names.CredentialSecretType
 			},
+			// Of the Leases, only agents' heartbeats.
+			coordinationv1.SchemeGroupVersion.WithKind("Lease"): func(o *metav1.ListOptions) {
+				o.FieldSelector = "metadata.name=" + names.AgentLease
+			},
 		}},
 	})
 	if err != nil {
@@ -130,8 +136,13 @@ func (m *Manager) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	coordinationFactory, err := coordinationcontrollers.NewFactoryFromConfigWithOptions(m.cfg, opts)
+	if err != nil {
+		return err
+	}
 	fleet := fleetFactory.Fleet().V1alpha1()
 	core := coreFactory.Core().V1()
+	leases := coordinationFactory.Coordination().V1().Lease()
 
 	broadcaster := record.NewBroadcaster()
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
@@ -149,7 +160,7 @@ func (m *Manager) Start(ctx context.Context) error {
 		APIServerAuthorizesIdentities: m.settings.APIServerAuthorizesIdentities,
 	}, fleet.ClusterRegistrationRequest(), fleet.Cluster(), fleet.ClusterRegistrationToken().Cache(), namespaces, kube, events)
 	cluster.Register(ctx, cluster.Settings{OfflineAfter: m.settings.ClusterOfflineAfter},
-		fleet.Cluster(), fleet.ClusterRegistrationRequest(), fleet.BundleDeployment(), namespaces, kube, events)
+		fleet.Cluster(), fleet.ClusterRegistrationRequest(), fleet.BundleDeployment(), leases, namespaces, kube, events)
 	bundle.Register(ctx, fleet.Bundle(), fleet.BundleDeployment(), fleet.Content(), fleet.Cluster(), fleet.ClusterGroup(), events)
 	bundle.RegisterContents(ctx, fleet.Content(), fleet.BundleDeployment(), fleet.Bundle().Cache())
 	clustergroup.Register(ctx, fleet.ClusterGroup(), fleet.Cluster(), fleet.BundleDeployment().Cache())
@@ -172,7 +183,7 @@ func (m *Manager) Start(ctx context.Context) error {
 	}))
 	if err := cachetrim.Apply(fleet.Cluster().Informer(), fleet.Bundle().Informer(), fleet.BundleDeployment().Informer(),
 		fleet.Content().Informer(), fleet.ClusterGroup().Informer(), fleet.ClusterRegistrationRequest().Informer(),
-		fleet.ClusterRegistrationToken().Informer(), core.Namespace().Informer(), core.Secret().Informer()); err != nil {
+		fleet.ClusterRegistrationToken().Informer(), core.Namespace().Informer(), core.Secret().Informer(), leases.Informer()); err != nil {
 		return err
 	}
 	if err := shared.Start(ctx, m.settings.Workers); err != nil {

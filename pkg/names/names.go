@@ -29,6 +29,9 @@ const (
 	AgentConfigMap = "fleet-agent"
 	// AgentIdentityServiceAccount is the cluster identity in its per-cluster namespace.
 	AgentIdentityServiceAccount = "fleet-agent"
+	// AgentLease is the Lease in its per-cluster namespace that an agent renews
+	// between the check-ins that patch its Cluster's status.
+	AgentLease = "fleet-agent"
 
 	// AgentClusterRole is the shared ClusterRole a cluster identity is bound to in its
 	// per-cluster namespace.

@@ -11,7 +11,9 @@ import (
 	"strings"
 	"time"
 
+	coordinationcontrollers "github.com/rancher/wrangler/v3/pkg/generated/controllers/coordination.k8s.io/v1"
 	"github.com/sirupsen/logrus"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -57,10 +59,13 @@ type handler struct {
 	clusters    fleetcontrollers.ClusterController
 	requests    fleetcontrollers.ClusterRegistrationRequestController
 	deployments fleetcontrollers.BundleDeploymentCache
-	namespaces  *clusterns.Ensurer
-	kube        kubernetes.Interface
-	events      record.EventRecorder
-	now         func() time.Time
+	// leases holds the agents' heartbeat Leases (names.AgentLease) in per-cluster
+	// namespaces.
+	leases     coordinationcontrollers.LeaseCache
+	namespaces *clusterns.Ensurer
+	kube       kubernetes.Interface
+	events     record.EventRecorder
+	now        func() time.Time
 	// patches spaces the Cluster's status patches (see statuspatch.Limiter).
 	patches statuspatch.Limiter
 	// written is each Cluster's status as last patched, until the cache shows it.
@@ -70,8 +75,9 @@ type handler struct {
 // Register starts handling Clusters. The requests cache must carry the
 // request.ByClientID index (request.Register adds it).
 func Register(ctx context.Context, settings Settings, clusters fleetcontrollers.ClusterController, requests fleetcontrollers.ClusterRegistrationRequestController,
-	deployments fleetcontrollers.BundleDeploymentController, namespaces *clusterns.Ensurer, kube kubernetes.Interface, events record.EventRecorder) {
-	h := &handler{settings: settings, clusters: clusters, requests: requests, deployments: deployments.Cache(),
+	deployments fleetcontrollers.BundleDeploymentController, leases coordinationcontrollers.LeaseController,
+	namespaces *clusterns.Ensurer, kube kubernetes.Interface, events record.EventRecorder) {
+	h := &handler{settings: settings, clusters: clusters, requests: requests, deployments: deployments.Cache(), leases: leases.Cache(),
 		namespaces: namespaces, kube: kube, events: events, now: time.Now,
 		patches: statuspatch.Limiter{First: statuspatch.NewObjectWait}}
 	clusters.OnChange(ctx, "cluster", h.onChange)
@@ -90,6 +96,49 @@ func Register(ctx context.Context, settings Settings, clusters fleetcontrollers.
 		}
 		return bd, nil
 	})
+	leases.OnChange(ctx, "cluster-heartbeat", h.onLease)
+}
+
+// onLease looks again at an offline Cluster whose agent renewed its Lease. A Cluster
+// that is online needs no look: the timer that would turn it offline reads the
+// Lease when it fires.
+func (h *handler) onLease(_ string, lease *coordinationv1.Lease) (*coordinationv1.Lease, error) {
+	if lease == nil || lease.Name != names.AgentLease {
+		return lease, nil
+	}
+	// The namespace, made and labelled by the hub, names the Cluster; the Lease,
+	// written by the agent, is trusted for nothing but its time.
+	ns, err := h.namespaces.Namespaces.Cache().Get(lease.Namespace)
+	if err != nil {
+		return lease, nil
+	}
+	workspace, name := ns.Labels[names.ClusterNamespaceLabel], ns.Labels[names.ClusterLabel]
+	if name == "" || names.ClusterNamespace(workspace, name) != lease.Namespace {
+		return lease, nil
+	}
+	cluster, err := h.clusters.Cache().Get(workspace, name)
+	if err != nil {
+		return lease, nil
+	}
+	if ready := conditions.Get(cluster.Status.Conditions, fleet.ConditionReady); ready != nil && ready.Reason == ReasonOffline {
+		h.clusters.Enqueue(workspace, name)
+	}
+	return lease, nil
+}
+
+// lastSeen is when the cluster's agent was last heard from: its last status report
+// or, if later, its last Lease renewal. An agent that never reported has not been
+// seen, whatever Lease its namespace holds.
+func (h *handler) lastSeen(status *fleet.ClusterStatus) time.Time {
+	seen := status.Agent.LastSeen.Time
+	if seen.IsZero() || status.Namespace == "" || h.leases == nil {
+		return seen
+	}
+	lease, err := h.leases.Get(status.Namespace, names.AgentLease)
+	if err == nil && lease.Spec.RenewTime != nil && lease.Spec.RenewTime.After(seen) {
+		return lease.Spec.RenewTime.Time
+	}
+	return seen
 }
 
 func (h *handler) onChange(key string, cluster *fleet.Cluster) (*fleet.Cluster, error) {
@@ -182,15 +231,16 @@ func (h *handler) summarize(cluster *fleet.Cluster, status *fleet.ClusterStatus)
 		status.Display.SampleNode = agent.SampleNode
 	}
 
-	switch age := h.now().Sub(agent.LastSeen.Time); {
-	case agent.LastSeen.IsZero():
+	seen := h.lastSeen(status)
+	switch age := h.now().Sub(seen); {
+	case seen.IsZero():
 		status.Display.State = StateWaitCheckIn
 		conditions.Set(&status.Conditions, fleet.ConditionReady, corev1.ConditionFalse, StateWaitCheckIn, "waiting for the cluster's agent to register and check in")
 	case age >= h.settings.OfflineAfter:
 		status.Display.State = ReasonOffline
 		conditions.Set(&status.Conditions, fleet.ConditionReady, corev1.ConditionUnknown, ReasonOffline,
 			fmt.Sprintf("the agent has not checked in since %s (%s ago, more than %s)",
-				agent.LastSeen.UTC().Format(time.RFC3339), age.Round(time.Second), h.settings.OfflineAfter))
+				seen.UTC().Format(time.RFC3339), age.Round(time.Second), h.settings.OfflineAfter))
 	default:
 		// Look again when the cluster would turn offline without another check-in.
 		h.clusters.EnqueueAfter(cluster.Namespace, cluster.Name, h.settings.OfflineAfter-age+time.Second)
