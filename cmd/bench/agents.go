@@ -76,7 +76,7 @@ func (a *simulatedAgent) register(ctx context.Context, values registration.Value
 
 // run checks in (at once, then every interval) and reports the cluster's
 // BundleDeployments Ready, until ctx ends.
-func (a *simulatedAgent) run(ctx context.Context, interval time.Duration, version string) error {
+func (a *simulatedAgent) run(ctx context.Context, interval time.Duration, leases bool, version string) error {
 	cfg := a.cred.ClientConfig(registration.NewTokenSource(a.cred.Token))
 	cfg.QPS, cfg.Burst = 5, 10
 	hub, err := versioned.NewForConfig(cfg)
@@ -89,7 +89,10 @@ func (a *simulatedAgent) run(ctx context.Context, interval time.Duration, versio
 	}
 	log := logrus.New()
 	log.SetOutput(io.Discard)
-	checkin := &agent.Checkin{Hub: hub, Leases: hubKube.CoordinationV1(), Credential: *a.cred, Namespace: a.downstream.Namespace, Version: version, Log: log, KubernetesVersion: "v1.37.2"}
+	checkin := &agent.Checkin{Hub: hub, Credential: *a.cred, Namespace: a.downstream.Namespace, Version: version, Log: log, KubernetesVersion: "v1.37.2"}
+	if leases {
+		checkin.Leases = hubKube.CoordinationV1()
+	}
 	go checkin.Run(ctx, interval)
 
 	bds := hub.FleetV1alpha1().BundleDeployments(a.cred.DeploymentNamespace)
@@ -135,7 +138,7 @@ func (f *fleetOfAgents) credentialedCount() int {
 
 // start registers every agent concurrently; each one that is credentialed starts
 // checking in and reporting. It returns at once.
-func (f *fleetOfAgents) start(ctx context.Context, values registration.Values, interval time.Duration, errs chan<- error) {
+func (f *fleetOfAgents) start(ctx context.Context, values registration.Values, interval time.Duration, leases bool, errs chan<- error) {
 	for _, a := range f.agents {
 		go func() {
 			a.register(ctx, values)
@@ -145,7 +148,7 @@ func (f *fleetOfAgents) start(ctx context.Context, values registration.Values, i
 			f.mu.Lock()
 			f.done++
 			f.mu.Unlock()
-			if err := a.run(ctx, interval, "bench"); err != nil {
+			if err := a.run(ctx, interval, leases, "bench"); err != nil {
 				select {
 				case errs <- fmt.Errorf("agent of %s: %w", a.cred.ClusterName, err):
 				default:

@@ -52,6 +52,8 @@ type options struct {
 	out             string
 	timeout         time.Duration
 	checkinInterval time.Duration
+	agentLeases     bool
+	idle            time.Duration
 	keep            bool
 	profileDir      string
 	hubArgs         stringList
@@ -69,11 +71,17 @@ func main() {
 	flag.StringVar(&o.out, "out", "", "JSON report file (default bench-results/bench-<clusters>.json)")
 	flag.DurationVar(&o.timeout, "timeout", 15*time.Minute, "give up after this long")
 	flag.DurationVar(&o.checkinInterval, "checkin-interval", 30*time.Second, "how often each simulated agent checks in (the agent's default)")
+	flag.BoolVar(&o.agentLeases, "agent-leases", true, "simulated agents renew a Lease between status reports, as the agent does; false makes each check-in a Cluster status patch, as agents before Leases did")
+	flag.DurationVar(&o.idle, "idle", 0, "after the Bundle, measure the fleet at rest for this long: the hub's and the control plane's CPU and the API writes while the agents only check in")
 	flag.BoolVar(&o.keep, "keep", false, "keep the data directory (logs, etcd) after the run")
 	flag.StringVar(&o.profileDir, "profile", "", "write CPU profiles of the hub, the control plane and the simulated agents (this process), taken during the registrations, and the hub's heap profile once all are Ready, to this directory")
 	flag.Var(&o.hubArgs, "hub-arg", "extra flag for the hub (repeat), e.g. --hub-arg=--workers=50")
 	costs := flag.Bool("write-costs", false, "instead: measure the API server CPU of one request of each kind a registration makes, --clusters of each, against a control plane alone")
 	flag.Parse()
+	if o.idle < 0 {
+		fmt.Fprintln(os.Stderr, "bench: --idle must not be negative")
+		os.Exit(2)
+	}
 	if o.clusters < 1 {
 		fmt.Fprintln(os.Stderr, "bench: --clusters must be at least 1")
 		os.Exit(2)
@@ -248,7 +256,7 @@ func run(o options) (*report, error) {
 	}
 	errs := make(chan error, 1)
 	start := time.Now()
-	agents.start(clientsCtx, values, o.checkinInterval, errs)
+	agents.start(clientsCtx, values, o.checkinInterval, o.agentLeases, errs)
 	if o.profileDir != "" {
 		go profile(ctx, o.profileDir, kube, fmt.Sprintf("http://127.0.0.1:%d", metricsPort))
 	}
@@ -335,7 +343,50 @@ func run(o options) (*report, error) {
 	fmt.Fprintln(os.Stderr)
 	cpuBundle, _ := hub.usage()
 	r.Bundle = bundleReport{WrittenAllSeconds: written.Seconds(), ReadyAllSeconds: ready.Seconds(), HubCPUSeconds: cpuBundle.CPUSeconds - cpuAfter.CPUSeconds}
-	return r, nil
+	if o.idle > 0 {
+		r.Idle, err = measureIdle(ctx, o.idle, kube, hub, cp)
+	}
+	return r, err
+}
+
+// measureIdle measures the fleet at rest for d: every cluster Ready, the agents only
+// checking in. Rates are per minute.
+func measureIdle(ctx context.Context, d time.Duration, kube kubernetes.Interface, hub, cp *process) (*idleReport, error) {
+	before, err := apiRequests(ctx, kube)
+	if err != nil {
+		return nil, err
+	}
+	hubBefore, _ := hub.usage()
+	cpBefore, _ := cp.usage()
+	start := time.Now()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for time.Since(start) < d {
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("timed out at rest after %s", time.Since(start).Round(time.Second))
+		case <-tick.C:
+		}
+		fmt.Fprintf(os.Stderr, "\r%5.0fs  at rest, of %s   ", time.Since(start).Seconds(), d)
+	}
+	fmt.Fprintln(os.Stderr)
+	after, err := apiRequests(ctx, kube)
+	if err != nil {
+		return nil, err
+	}
+	hubAfter, _ := hub.usage()
+	cpAfter, _ := cp.usage()
+	minutes := time.Since(start).Minutes()
+	writes := diff(after.writes, before.writes)
+	for k, v := range writes {
+		writes[k] = v / minutes
+	}
+	return &idleReport{
+		Seconds:                         time.Since(start).Seconds(),
+		WritesPerMinute:                 writes,
+		HubCPUSecondsPerMinute:          (hubAfter.CPUSeconds - hubBefore.CPUSeconds) / minutes,
+		ControlPlaneCPUSecondsPerMinute: (cpAfter.CPUSeconds - cpBefore.CPUSeconds) / minutes,
+	}, nil
 }
 
 func lastError(f *fleetOfAgents) error {

@@ -14,6 +14,8 @@ type report struct {
 	Date         string             `json:"date"`
 	Registration registrationReport `json:"registration"`
 	Bundle       bundleReport       `json:"bundle"`
+	// Idle is the fleet at rest (--idle), if measured.
+	Idle *idleReport `json:"idle,omitempty"`
 	// Hub is the hub process's CPU time and memory over the whole run; ControlPlane
 	// the API server's and etcd's ("hub controlplane").
 	Hub          usage `json:"hub"`
@@ -50,6 +52,16 @@ type bundleReport struct {
 	HubCPUSeconds     float64 `json:"hubCPUSeconds"`
 }
 
+// idleReport is the fleet at rest: every cluster Ready, the agents only checking in.
+type idleReport struct {
+	Seconds float64 `json:"seconds"`
+	// WritesPerMinute are the API server's write requests per minute by "VERB
+	// resource", and "total".
+	WritesPerMinute                 map[string]float64 `json:"writesPerMinute"`
+	HubCPUSecondsPerMinute          float64            `json:"hubCPUSecondsPerMinute"`
+	ControlPlaneCPUSecondsPerMinute float64            `json:"controlPlaneCPUSecondsPerMinute"`
+}
+
 func (r *report) print(out io.Writer) {
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	reg := r.Registration
@@ -67,6 +79,11 @@ func (r *report) print(out io.Writer) {
 	fmt.Fprintf(w, "  all BundleDeployments written\t%.2f s\n", r.Bundle.WrittenAllSeconds)
 	fmt.Fprintf(w, "  all BundleDeployments Ready\t%.2f s\n", r.Bundle.ReadyAllSeconds)
 	fmt.Fprintf(w, "  hub CPU\t%.1f s\n", r.Bundle.HubCPUSeconds)
+	if idle := r.Idle; idle != nil {
+		fmt.Fprintf(w, "the %d clusters at rest for %.0f s\t\n", r.Clusters, idle.Seconds)
+		fmt.Fprintf(w, "  API writes per minute\t%.0f  (%s)\n", idle.WritesPerMinute["total"], breakdown(idle.WritesPerMinute))
+		fmt.Fprintf(w, "  hub CPU / control plane CPU per minute\t%.1f s / %.1f s\n", idle.HubCPUSecondsPerMinute, idle.ControlPlaneCPUSecondsPerMinute)
+	}
 	fmt.Fprintf(w, "hub process (--kubeconfig), whole run\t\n")
 	fmt.Fprintf(w, "  CPU\t%.1f s\n", r.Hub.CPUSeconds)
 	fmt.Fprintf(w, "  peak resident memory\t%.0f MiB (now %.0f MiB)\n", r.Hub.PeakRSSMiB, r.Hub.RSSMiB)

@@ -10,12 +10,16 @@ import (
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/ptr"
 
 	fleet "github.com/flotilla/flotilla/pkg/apis/fleet.cattle.io/v1alpha1"
 	"github.com/flotilla/flotilla/pkg/controllers/agentbundle"
@@ -59,6 +63,19 @@ func writeCosts(o options) error {
 	fl, err := versioned.NewForConfig(admin)
 	if err != nil {
 		return err
+	}
+	protobuf := rest.CopyConfig(admin)
+	protobuf.ContentType = runtime.ContentTypeProtobuf
+	kubeProtobuf, err := kubernetes.NewForConfig(protobuf)
+	if err != nil {
+		return err
+	}
+	// The Leases as last written, for renewals by update.
+	leases := make([]*coordinationv1.Lease, o.clusters)
+	lease := func(i int) *coordinationv1.Lease {
+		now := metav1.NewMicroTime(time.Now())
+		return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: names.AgentLease},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(fmt.Sprint("client-", i)), LeaseDurationSeconds: ptr.To(int32(120)), RenewTime: &now}}
 	}
 	chart, err := agentbundle.ChartResources()
 	if err != nil {
@@ -121,6 +138,22 @@ func writeCosts(o options) error {
 		}},
 		{"PATCH clusters/status (a check-in)", func(i int) error {
 			_, err := fl.FleetV1alpha1().Clusters(ws).Patch(ctx, fmt.Sprint("cluster-", i), types.MergePatchType, checkin(), metav1.PatchOptions{}, "status")
+			return err
+		}},
+		{"POST leases (an agent's first Lease renewal)", func(i int) error {
+			var err error
+			leases[i], err = kube.CoordinationV1().Leases(ns(i)).Create(ctx, lease(i), opts)
+			return err
+		}},
+		{"PUT leases (a renewal, protobuf)", func(i int) error {
+			renewed := leases[i].DeepCopy()
+			renewed.Spec.RenewTime = ptr.To(metav1.NewMicroTime(time.Now()))
+			_, err := kubeProtobuf.CoordinationV1().Leases(ns(i)).Update(ctx, renewed, metav1.UpdateOptions{})
+			return err
+		}},
+		{"PATCH leases (a renewal, JSON merge patch)", func(i int) error {
+			patch := fmt.Appendf(nil, `{"spec":{"renewTime":%q}}`, time.Now().UTC().Format(metav1.RFC3339Micro))
+			_, err := kube.CoordinationV1().Leases(ns(i)).Patch(ctx, names.AgentLease, types.MergePatchType, patch, metav1.PatchOptions{})
 			return err
 		}},
 		{"POST bundles (an agent bundle)", func(i int) error {

@@ -18,7 +18,8 @@ func TestBenchmarkRunsAtFiftyClusters(t *testing.T) {
 	t.Parallel()
 	const clusters = 50
 	out := filepath.Join(t.TempDir(), "bench.json")
-	cmd := exec.Command(filepath.Join(framework.BinDir(t), "bench"), "--clusters", "50", "--bin", framework.BinDir(t), "--out", out)
+	cmd := exec.Command(filepath.Join(framework.BinDir(t), "bench"), "--clusters", "50", "--bin", framework.BinDir(t), "--out", out,
+		"--checkin-interval", "2s", "--idle", "8s")
 	table, err := cmd.Output()
 	if err != nil {
 		stderr := ""
@@ -42,6 +43,9 @@ func TestBenchmarkRunsAtFiftyClusters(t *testing.T) {
 		}
 		Bundle struct{ WrittenAllSeconds, ReadyAllSeconds float64 }
 		Hub    struct{ CPUSeconds, PeakRSSMiB float64 }
+		Idle   *struct {
+			WritesPerMinute map[string]float64 `json:"writesPerMinute"`
+		}
 	}
 	if err := json.Unmarshal(data, &r); err != nil {
 		t.Fatalf("the JSON report: %v\n%s", err, data)
@@ -54,6 +58,11 @@ func TestBenchmarkRunsAtFiftyClusters(t *testing.T) {
 		t.Errorf("registration times: %+v", r.Registration)
 	case r.Registration.ObjectsPerRegistration["Cluster"] != 1:
 		t.Errorf("Clusters per registration = %v, want 1", r.Registration.ObjectsPerRegistration["Cluster"])
+	case r.Idle == nil:
+		t.Errorf("no report of the clusters at rest")
+	case r.Idle.WritesPerMinute["PATCH leases"] <= r.Idle.WritesPerMinute["PATCH clusters/status"]:
+		// At rest an agent has nothing new to report: it renews its Lease.
+		t.Errorf("at rest, want the check-ins to be Lease renewals, not Cluster status patches: %v", r.Idle.WritesPerMinute)
 	case r.Registration.WritesPerRegistration["total"] < 1:
 		t.Errorf("no API writes counted: %v", r.Registration.WritesPerRegistration)
 	case r.Bundle.WrittenAllSeconds <= 0 || r.Bundle.ReadyAllSeconds < r.Bundle.WrittenAllSeconds:
@@ -73,8 +82,8 @@ func TestWriteCostsRun(t *testing.T) {
 		t.Fatalf("bench --write-costs: %v\n%s", err, out)
 	}
 	t.Logf("bench --write-costs --clusters 50:\n%s", out)
-	line := regexp.MustCompile(`(?m)^  (POST|PATCH|GET) \S+.* -?\d+\.\d\d ms$`)
-	if got := len(line.FindAllString(string(out), -1)); got != 16 || strings.Contains(string(out), "failed") {
-		t.Errorf("want 16 kinds measured, none failed; got %d lines:\n%s", got, out)
+	line := regexp.MustCompile(`(?m)^  (POST|PATCH|PUT|GET) \S+.* -?\d+\.\d\d ms$`)
+	if got := len(line.FindAllString(string(out), -1)); got != 19 || strings.Contains(string(out), "failed") {
+		t.Errorf("want 19 kinds measured, none failed; got %d lines:\n%s", got, out)
 	}
 }
