@@ -258,7 +258,7 @@ func run(o options) (*report, error) {
 	start := time.Now()
 	agents.start(clientsCtx, values, o.checkinInterval, o.agentLeases, errs)
 	if o.profileDir != "" {
-		go profile(ctx, o.profileDir, kube, fmt.Sprintf("http://127.0.0.1:%d", metricsPort))
+		go profile(ctx, o.profileDir, "", kube, fmt.Sprintf("http://127.0.0.1:%d", metricsPort))
 	}
 
 	var credentialedAll, readyAll time.Duration
@@ -344,14 +344,20 @@ func run(o options) (*report, error) {
 	cpuBundle, _ := hub.usage()
 	r.Bundle = bundleReport{WrittenAllSeconds: written.Seconds(), ReadyAllSeconds: ready.Seconds(), HubCPUSeconds: cpuBundle.CPUSeconds - cpuAfter.CPUSeconds}
 	if o.idle > 0 {
-		r.Idle, err = measureIdle(ctx, o.idle, kube, hub, cp)
+		profiler := func() {}
+		if o.profileDir != "" {
+			// Near the end of the rest, when the fleet is steadiest.
+			profiler = func() { profile(ctx, o.profileDir, "idle-", kube, fmt.Sprintf("http://127.0.0.1:%d", metricsPort)) }
+		}
+		r.Idle, err = measureIdle(ctx, o.idle, kube, hub, cp, profiler)
 	}
 	return r, err
 }
 
 // measureIdle measures the fleet at rest for d: every cluster Ready, the agents only
-// checking in. Rates are per minute.
-func measureIdle(ctx context.Context, d time.Duration, kube kubernetes.Interface, hub, cp *process) (*idleReport, error) {
+// checking in. Rates are per minute. It starts profiler 18 s before the end (a
+// profile starts a second after it is asked for and takes 15 s).
+func measureIdle(ctx context.Context, d time.Duration, kube kubernetes.Interface, hub, cp *process, profiler func()) (*idleReport, error) {
 	before, err := apiRequests(ctx, kube)
 	if err != nil {
 		return nil, err
@@ -359,6 +365,8 @@ func measureIdle(ctx context.Context, d time.Duration, kube kubernetes.Interface
 	hubBefore, _ := hub.usage()
 	cpBefore, _ := cp.usage()
 	start := time.Now()
+	profileAt := time.AfterFunc(max(d-18*time.Second, 0), profiler)
+	defer profileAt.Stop()
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for time.Since(start) < d {

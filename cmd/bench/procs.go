@@ -157,9 +157,9 @@ func waitFile(ctx context.Context, path string, p *process) error {
 }
 
 // profile writes 15-second CPU profiles of the control plane (kube-apiserver's
-// /debug/pprof) and of the hub (its metrics address) into dir, taken together a
-// second into the registrations.
-func profile(ctx context.Context, dir string, kube kubernetes.Interface, hubURL string) {
+// /debug/pprof), of the hub (its metrics address) and of the simulated agents into
+// dir, named with prefix, taken together starting a second from now.
+func profile(ctx context.Context, dir, prefix string, kube kubernetes.Interface, hubURL string) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		fmt.Fprintln(os.Stderr, "bench: profiles:", err)
 		return
@@ -175,17 +175,17 @@ func profile(ctx context.Context, dir string, kube kubernetes.Interface, hubURL 
 		defer close(done)
 		data, err := kube.Discovery().RESTClient().Get().AbsPath("/debug/pprof/profile").Param("seconds", "15").DoRaw(ctx)
 		if err == nil {
-			err = os.WriteFile(filepath.Join(dir, "controlplane.pprof"), data, 0o644)
+			err = os.WriteFile(filepath.Join(dir, prefix+"controlplane.pprof"), data, 0o644)
 		}
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "bench: control plane profile:", err)
 		}
 	}()
 	// The simulated agents share the machine: profile them over the same 15 s.
-	if err := profileSelf(filepath.Join(dir, "agents.pprof"), 15*time.Second); err != nil {
+	if err := profileSelf(filepath.Join(dir, prefix+"agents.pprof"), 15*time.Second); err != nil {
 		fmt.Fprintln(os.Stderr, "bench: agents' profile:", err)
 	}
-	if err := download(hubURL+path, filepath.Join(dir, "hub.pprof")); err != nil {
+	if err := download(hubURL+path, filepath.Join(dir, prefix+"hub.pprof")); err != nil {
 		fmt.Fprintln(os.Stderr, "bench: hub profile:", err)
 	}
 	<-done
