@@ -169,8 +169,10 @@ type ClusterDisplay struct {
 
 // AgentStatus is what an agent reports in its heartbeat.
 type AgentStatus struct {
-	// LastSeen is when the agent last reported. A cluster not seen for longer than
-	// the hub's offline threshold is shown as not Ready.
+	// LastSeen is when the agent last reported this status: on its first check-in,
+	// when the report changes and at least every 5 minutes. Between reports it
+	// renews the Lease fleet-agent in its per-cluster namespace. A cluster seen in
+	// neither for longer than the hub's offline threshold is shown as not Ready.
 	// +optional
 	// +nullable
 	LastSeen metav1.Time `json:"lastSeen"`
