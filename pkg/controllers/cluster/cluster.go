@@ -84,17 +84,17 @@ func Register(ctx context.Context, settings Settings, clusters fleetcontrollers.
 	clusters.OnRemove(ctx, names.ClusterCleanup, h.onRemove)
 	// A BundleDeployment's change changes its cluster's summary.
 	deployments.OnChange(ctx, "cluster-bundles", func(key string, bd *fleet.BundleDeployment) (*fleet.BundleDeployment, error) {
-		owner := map[string]string{}
 		if bd != nil {
-			owner = bd.Labels
-		} else if ns, err := namespaces.Namespaces.Cache().Get(strings.Split(key, "/")[0]); err == nil {
-			// Deleted: the per-cluster namespace names the cluster.
-			owner = ns.Labels
+			if bd.Labels[names.ClusterLabel] != "" {
+				clusters.EnqueueAfter(bd.Labels[names.ClusterNamespaceLabel], bd.Labels[names.ClusterLabel], statuspatch.Debounce)
+			}
+			return bd, nil
 		}
-		if owner[names.ClusterLabel] != "" {
-			clusters.EnqueueAfter(owner[names.ClusterNamespaceLabel], owner[names.ClusterLabel], statuspatch.Debounce)
+		// Deleted: the per-cluster namespace names the cluster.
+		if workspace, name, ok := namespaces.ClusterOf(strings.Split(key, "/")[0]); ok {
+			clusters.EnqueueAfter(workspace, name, statuspatch.Debounce)
 		}
-		return bd, nil
+		return nil, nil
 	})
 	leases.OnChange(ctx, "cluster-heartbeat", h.onLease)
 }
@@ -108,12 +108,8 @@ func (h *handler) onLease(_ string, lease *coordinationv1.Lease) (*coordinationv
 	}
 	// The namespace, made and labelled by the hub, names the Cluster; the Lease,
 	// written by the agent, is trusted for nothing but its time.
-	ns, err := h.namespaces.Namespaces.Cache().Get(lease.Namespace)
-	if err != nil {
-		return lease, nil
-	}
-	workspace, name := ns.Labels[names.ClusterNamespaceLabel], ns.Labels[names.ClusterLabel]
-	if name == "" || names.ClusterNamespace(workspace, name) != lease.Namespace {
+	workspace, name, ok := h.namespaces.ClusterOf(lease.Namespace)
+	if !ok {
 		return lease, nil
 	}
 	cluster, err := h.clusters.Cache().Get(workspace, name)

@@ -39,6 +39,21 @@ func Name(cluster *fleet.Cluster) string {
 	return names.ClusterNamespace(cluster.Namespace, cluster.Name)
 }
 
+// ClusterOf names the Cluster whose per-cluster namespace is namespace, from the
+// labels the hub gave the namespace when it made it; ok is false for any other
+// namespace, or one the cache does not show.
+func (e *Ensurer) ClusterOf(namespace string) (workspace, name string, ok bool) {
+	ns, err := e.Namespaces.Cache().Get(namespace)
+	if err != nil {
+		return "", "", false
+	}
+	workspace, name = ns.Labels[names.ClusterNamespaceLabel], ns.Labels[names.ClusterLabel]
+	if name == "" || names.ClusterNamespace(workspace, name) != namespace {
+		return "", "", false
+	}
+	return workspace, name, true
+}
+
 // Ensure creates the per-cluster namespace of cluster if it does not exist.
 func (e *Ensurer) Ensure(_ context.Context, cluster *fleet.Cluster) error {
 	name := Name(cluster)
