@@ -20,8 +20,11 @@ func TestKillingTheLeaderDuringRegistrations(t *testing.T) {
 	t.Parallel()
 	const n = 20
 	host := framework.StartControlPlane(t, "hub-host")
-	// A shorter Lease than the 15 s default, as a user who wants a quicker takeover sets it.
-	election := []string{"--leader-elect-lease-duration=6s", "--leader-elect-renew-deadline=4s", "--leader-elect-retry-period=1s"}
+	// A shorter Lease than the 15 s default, as a user who wants a quicker takeover sets
+	// it; the renew deadline leaves the survivor room for an API server slowed by the
+	// other tests running beside this one (with 4 s it once lost its Lease, and so its
+	// controllers, while twenty registrations and another package's tests ran).
+	election := []string{"--leader-elect-lease-duration=10s", "--leader-elect-renew-deadline=8s", "--leader-elect-retry-period=1s"}
 	first := framework.StartHubOn(t, host, election...)
 	second := framework.StartHubOn(t, host, election...)
 	replicas := []*framework.Hub{first, second}
@@ -63,7 +66,7 @@ func TestKillingTheLeaderDuringRegistrations(t *testing.T) {
 		}
 		return nil
 	})
-	t.Logf("the other replica led %s after kill -9 (Lease duration 6 s)", time.Since(killed).Round(100*time.Millisecond))
+	t.Logf("the other replica led %s after kill -9 (Lease duration 10 s)", time.Since(killed).Round(100*time.Millisecond))
 
 	framework.Eventually(t, "twenty Ready Clusters", 3*time.Minute, func(ctx context.Context) error {
 		list, err := host.Fleet().FleetV1alpha1().Clusters(workspace).List(ctx, metav1.ListOptions{})
