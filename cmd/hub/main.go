@@ -18,6 +18,7 @@ import (
 	"github.com/flotilla/flotilla/pkg/controllers"
 	"github.com/flotilla/flotilla/pkg/controlplane"
 	"github.com/flotilla/flotilla/pkg/hub"
+	kubecfg "github.com/flotilla/flotilla/pkg/kubeconfig"
 	"github.com/flotilla/flotilla/pkg/leader"
 	"github.com/flotilla/flotilla/pkg/names"
 	"github.com/flotilla/flotilla/pkg/signals"
@@ -74,16 +75,17 @@ func defaultDataDir(name string) string {
 
 func newRootCommand() *cobra.Command {
 	var (
-		cp          controlPlaneFlags
-		kubeconfig  string
-		healthProbe string
-		metricsAddr string
-		caFile      string
-		qps         float32
-		burst       int
-		debug       bool
-		settings    = controllers.DefaultSettings()
-		election    = leader.DefaultConfig(names.SystemNamespace, names.HubLease)
+		cp            controlPlaneFlags
+		kubeconfig    string
+		healthProbe   string
+		metricsAddr   string
+		caFile        string
+		qps           float32
+		burst         int
+		debug         bool
+		importAllowed []string
+		settings      = controllers.DefaultSettings()
+		election      = leader.DefaultConfig(names.SystemNamespace, names.HubLease)
 	)
 	cmd := &cobra.Command{
 		Use:   "hub",
@@ -112,6 +114,9 @@ cluster instead, installing or updating the fleet.cattle.io CRDs there itself.`,
 				if settings.APIServerCA, err = os.ReadFile(caFile); err != nil {
 					return fmt.Errorf("--api-server-ca-file: %w", err)
 				}
+			}
+			if settings.ImportAddresses.Allowed, err = kubecfg.ParsePrefixes(importAllowed); err != nil {
+				return fmt.Errorf("--import-allowed-networks: %w", err)
 			}
 			if settings.ClusterTokenTTL < 10*time.Minute {
 				return fmt.Errorf("--cluster-token-ttl %s is shorter than the 10 minutes the TokenRequest API allows", settings.ClusterTokenTTL)
@@ -148,6 +153,8 @@ cluster instead, installing or updating the fleet.cattle.io CRDs there itself.`,
 	cmd.Flags().DurationVar(&settings.ClusterTokenTTL, "cluster-token-ttl", settings.ClusterTokenTTL, "lifetime of a cluster identity's token; agents renew it before it ends (at least 10m)")
 	cmd.Flags().DurationVar(&settings.AgentTokenRenewAfter, "agent-token-renew-after", 0, "have agents renew their token this long after it was issued (default: half its lifetime)")
 	cmd.Flags().StringSliceVar(&settings.KubeconfigSecretNamespaces, "kubeconfig-secret-namespaces", nil, "namespaces besides a Cluster's own that its spec.kubeConfigSecretNamespace may name")
+	cmd.Flags().StringSliceVar(&importAllowed, "import-allowed-networks", nil, "CIDRs (or addresses) an imported cluster's kubeconfig server may resolve to even though they are loopback, link-local or the hub's own API server, e.g. 127.0.0.0/8 for downstream clusters on the hub's machine")
+	cmd.Flags().Int64Var(&settings.MaxBundleSize, "max-bundle-size", settings.MaxBundleSize, "bytes a Bundle's resources may decode to; a Bundle over it is Processed=False ContentTooLarge")
 	cmd.Flags().DurationVar(&settings.ImportTokenTTL, "import-token-ttl", settings.ImportTokenTTL, "lifetime of the registration token minted to deploy an imported cluster's agent")
 	cmd.Flags().DurationVar(&settings.ClusterOfflineAfter, "cluster-offline-after", settings.ClusterOfflineAfter, "a Cluster whose agent has not checked in for this long is shown as offline (Ready=Unknown)")
 	cmd.Flags().IntVar(&settings.Workers, "workers", settings.Workers, "concurrent reconciles per kind")

@@ -24,6 +24,11 @@ type Hub struct {
 	MetricsURL string
 }
 
+// AllowLocalImports lets a hub import clusters whose API servers listen on this
+// machine's loopback address, as every downstream control plane of the tests does
+// (see --import-allowed-networks).
+const AllowLocalImports = "--import-allowed-networks=127.0.0.0/8"
+
 // StartHub starts `hub` with an embedded control plane on a fresh port and data
 // directory, and returns once the API serves the fleet.cattle.io CRDs.
 func StartHub(t testing.TB, extraArgs ...string) *Hub {

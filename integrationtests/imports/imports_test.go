@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -82,7 +83,7 @@ func identity(t *testing.T, ds *framework.Cluster) registration.Credential {
 
 func TestHubDeploysTheAgentWithAKubeconfigSecret(t *testing.T) {
 	t.Parallel()
-	hub := framework.StartHub(t)
+	hub := framework.StartHub(t, framework.AllowLocalImports)
 	ds := framework.StartControlPlane(t, "downstream")
 	hub.MustKubectl("", "create", "namespace", workspace)
 	hub.MustKubectl("", "-n", workspace, "create", "secret", "generic", "my-cluster-kubeconfig", "--from-file=value="+ds.Kubeconfig)
@@ -146,43 +147,18 @@ func TestHubDeploysTheAgentWithAKubeconfigSecret(t *testing.T) {
 
 func TestImportErrorsAreReadableAndRecover(t *testing.T) {
 	t.Parallel()
-	hub := framework.StartHub(t)
+	hub := framework.StartHub(t, framework.AllowLocalImports)
 	ds := framework.StartControlPlane(t, "downstream")
 	hub.MustKubectl("", "create", "namespace", workspace)
 	hub.MustKubectl(myCluster, "apply", "-f", "-")
 
-	imported := func(reason, text string) func(*fleet.Cluster) error {
-		return func(c *fleet.Cluster) error {
-			cond := condition(c, "Imported")
-			if cond == nil || cond.Status != corev1.ConditionFalse || cond.Reason != reason || !strings.Contains(cond.Message, text) {
-				return fmt.Errorf("Imported is %+v, want False/%s with %q", cond, reason, text)
-			}
-			return nil
-		}
-	}
+	imported := importedFalse
 	waitCluster(t, hub, "my-cluster", "a missing Secret", imported("SecretNotFound", "kubeconfig Secret clusters/my-cluster-kubeconfig not found"))
 
-	setSecret := func(data map[string]string) {
-		t.Helper()
-		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "my-cluster-kubeconfig", Namespace: workspace}, StringData: data}
-		secrets := hub.Client().CoreV1().Secrets(workspace)
-		if _, err := secrets.Create(context.Background(), secret, metav1.CreateOptions{}); apierrors.IsAlreadyExists(err) {
-			existing, err := secrets.Get(context.Background(), secret.Name, framework.Get)
-			if err != nil {
-				t.Fatal(err)
-			}
-			existing.Data, existing.StringData = nil, data
-			if _, err := secrets.Update(context.Background(), existing, metav1.UpdateOptions{}); err != nil {
-				t.Fatal(err)
-			}
-		} else if err != nil {
-			t.Fatal(err)
-		}
-	}
-	setSecret(map[string]string{"kubeconfig": "wrong key"})
+	setSecret(t, hub, map[string]string{"kubeconfig": "wrong key"})
 	waitCluster(t, hub, "my-cluster", "a Secret without value", imported("MissingKubeconfig", `has no key "value"`))
 
-	setSecret(map[string]string{"value": "this is not a kubeconfig"})
+	setSecret(t, hub, map[string]string{"value": "this is not a kubeconfig"})
 	waitCluster(t, hub, "my-cluster", "an unparsable kubeconfig", imported("InvalidKubeconfig", `key "value" is not a usable kubeconfig`))
 
 	valid, err := os.ReadFile(ds.Kubeconfig)
@@ -190,14 +166,14 @@ func TestImportErrorsAreReadableAndRecover(t *testing.T) {
 		t.Fatal(err)
 	}
 	unreachable := strings.Replace(string(valid), fmt.Sprintf("127.0.0.1:%d", ds.Port), "127.0.0.1:1", 1)
-	setSecret(map[string]string{"value": unreachable})
+	setSecret(t, hub, map[string]string{"value": unreachable})
 	waitCluster(t, hub, "my-cluster", "an unreachable API server", imported("Unreachable", "cannot reach the API server https://127.0.0.1:1"))
 
-	setSecret(map[string]string{"value": tokenKubeconfig(ds, "not-a-valid-token")})
+	setSecret(t, hub, map[string]string{"value": tokenKubeconfig(ds, "not-a-valid-token")})
 	waitCluster(t, hub, "my-cluster", "refused credentials", imported("Unauthorized", "401 Unauthorized"))
 
 	// Correcting the Secret is picked up without restarting the hub.
-	setSecret(map[string]string{"value": string(valid)})
+	setSecret(t, hub, map[string]string{"value": string(valid)})
 	waitCluster(t, hub, "my-cluster", "the corrected Secret to be used", deployedGeneration(0))
 
 	events := hub.MustKubectl("", "-n", workspace, "get", "events", "--field-selector", "involvedObject.name=my-cluster", "-o", "jsonpath={.items[*].reason}")
@@ -231,7 +207,7 @@ current-context: c
 
 func TestClusterAPIKubeconfigSecretWorksUnchanged(t *testing.T) {
 	t.Parallel()
-	hub := framework.StartHub(t)
+	hub := framework.StartHub(t, framework.AllowLocalImports)
 	ds := framework.StartControlPlane(t, "downstream")
 	hub.MustKubectl("", "create", "namespace", workspace)
 	kubeconfig, err := os.ReadFile(ds.Kubeconfig)
@@ -282,7 +258,7 @@ spec:
 
 func TestClusterAPIClustersAreImportedAutomatically(t *testing.T) {
 	t.Parallel()
-	hub := framework.StartHub(t)
+	hub := framework.StartHub(t, framework.AllowLocalImports)
 	ds := framework.StartControlPlane(t, "downstream")
 	hub.MustKubectl("", "create", "namespace", workspace)
 	// Cluster API arrives after the hub started.
@@ -330,7 +306,7 @@ spec: {}
 
 func TestHelmFailuresRetryAndAgentSettingsRollThroughTheAgentBundle(t *testing.T) {
 	t.Parallel()
-	hub := framework.StartHub(t)
+	hub := framework.StartHub(t, framework.AllowLocalImports)
 	ds := framework.StartControlPlane(t, "downstream")
 	hub.MustKubectl("", "create", "namespace", workspace)
 	ctx := context.Background()
@@ -398,5 +374,131 @@ spec:
 	c, err := hub.Fleet().FleetV1alpha1().Clusters(workspace).Get(ctx, "my-cluster", framework.Get)
 	if err != nil || c.Status.AgentDeployedGeneration == nil || *c.Status.AgentDeployedGeneration != 0 {
 		t.Errorf("a settings change must not redeploy: %v %+v", err, c.Status)
+	}
+}
+
+// importedFalse waits for Imported=False with reason and a message containing text.
+func importedFalse(reason, text string) func(*fleet.Cluster) error {
+	return func(c *fleet.Cluster) error {
+		cond := condition(c, "Imported")
+		if cond == nil || cond.Status != corev1.ConditionFalse || cond.Reason != reason || !strings.Contains(cond.Message, text) {
+			return fmt.Errorf("Imported is %+v, want False/%s with %q", cond, reason, text)
+		}
+		return nil
+	}
+}
+
+// withUser is kubeconfig with the user's credentials replaced by user (YAML lines
+// under `user:`, indented by four spaces).
+func withUser(t *testing.T, kubeconfig []byte, user string) string {
+	t.Helper()
+	lines := strings.Split(string(kubeconfig), "\n")
+	for i, line := range lines {
+		if strings.TrimSpace(line) == "user:" && strings.HasPrefix(line, "  ") {
+			// The admin kubeconfig's user entry: keep the lines before it, replace the rest
+			// of its block.
+			j := i + 1
+			for j < len(lines) && strings.HasPrefix(lines[j], "    ") {
+				j++
+			}
+			return strings.Join(lines[:i+1], "\n") + "\n" + user + strings.Join(lines[j:], "\n")
+		}
+	}
+	t.Fatalf("no user entry in kubeconfig:\n%s", kubeconfig)
+	return ""
+}
+
+// The attack of a workspace user who may create Secrets and Clusters: a kubeconfig
+// whose user runs a program, or reads the hub's own files, is refused with
+// UnsafeKubeconfig naming the field, and nothing runs; the plain kubeconfig of the
+// same cluster then imports it.
+func TestKubeconfigSecretCannotRunCodeOnTheHub(t *testing.T) {
+	t.Parallel()
+	hub := framework.StartHub(t, framework.AllowLocalImports)
+	ds := framework.StartControlPlane(t, "downstream")
+	hub.MustKubectl("", "create", "namespace", workspace)
+	valid, err := os.ReadFile(ds.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	marker := filepath.Join(t.TempDir(), "pwned")
+	exec := withUser(t, valid, fmt.Sprintf(`    exec:
+      apiVersion: client.authentication.k8s.io/v1
+      command: /bin/sh
+      args: ["-c", "touch %s; echo '{\"apiVersion\":\"client.authentication.k8s.io/v1\",\"kind\":\"ExecCredential\",\"status\":{\"token\":\"x\"}}'"]
+      interactiveMode: Never
+`, marker))
+	hub.MustKubectl("", "-n", workspace, "create", "secret", "generic", "my-cluster-kubeconfig", "--from-literal=value="+exec)
+	hub.MustKubectl(myCluster, "apply", "-f", "-")
+	waitCluster(t, hub, "my-cluster", "the exec plugin to be refused", importedFalse("UnsafeKubeconfig", ".user.exec is not allowed: it runs a program on the hub"))
+
+	// A token file would hand the hub's own ServiceAccount token (or any file it can
+	// read) to the server the kubeconfig names.
+	tokenFile := filepath.Join(hub.DataDir, "admin.kubeconfig")
+	setSecret(t, hub, map[string]string{"value": withUser(t, valid, "    tokenFile: "+tokenFile+"\n")})
+	waitCluster(t, hub, "my-cluster", "the token file to be refused", importedFalse("UnsafeKubeconfig", ".user.tokenFile is not allowed"))
+	setSecret(t, hub, map[string]string{"value": withUser(t, valid, "    client-certificate: "+filepath.Join(hub.DataDir, "pki", "admin.crt")+"\n    client-key: "+filepath.Join(hub.DataDir, "pki", "admin.key")+"\n")})
+	waitCluster(t, hub, "my-cluster", "certificate files to be refused", importedFalse("UnsafeKubeconfig", ".user.client-certificate, users[flotilla].user.client-key is not allowed"))
+
+	if _, err := os.Stat(marker); !os.IsNotExist(err) {
+		t.Fatalf("the exec plugin ran on the hub (%s exists: %v)", marker, err)
+	}
+	out, err := ds.Helm("-n", "cattle-fleet-system", "list", "-q")
+	if err != nil || strings.TrimSpace(out) != "" {
+		t.Fatalf("helm list downstream: %q (err=%v), want no release yet", out, err)
+	}
+
+	setSecret(t, hub, map[string]string{"value": string(valid)})
+	waitCluster(t, hub, "my-cluster", "the plain kubeconfig to be imported", deployedGeneration(0))
+	events := hub.MustKubectl("", "-n", workspace, "get", "events", "--field-selector", "involvedObject.name=my-cluster,reason=UnsafeKubeconfig", "-o", "name")
+	if strings.TrimSpace(events) == "" {
+		t.Error("no UnsafeKubeconfig event on my-cluster")
+	}
+}
+
+// A kubeconfig that points the hub at its own machine (loopback), at a cloud metadata
+// address (link-local) or at the hub's own API server is refused unless an admin
+// allows those networks with --import-allowed-networks.
+func TestKubeconfigSecretCannotPointAtTheHubsMachine(t *testing.T) {
+	t.Parallel()
+	hub := framework.StartHub(t)
+	hub.MustKubectl("", "create", "namespace", workspace)
+	hubConfig, err := os.ReadFile(hub.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The hub's own API server, on loopback.
+	setSecret(t, hub, map[string]string{"value": string(hubConfig)})
+	hub.MustKubectl(myCluster, "apply", "-f", "-")
+	waitCluster(t, hub, "my-cluster", "the hub's own address to be refused",
+		importedFalse("UnsafeKubeconfig", fmt.Sprintf("the hub does not connect to 127.0.0.1:%d for an imported cluster: it is a loopback address", hub.Port)))
+
+	metadata := strings.Replace(string(hubConfig), fmt.Sprintf("https://127.0.0.1:%d", hub.Port), "https://169.254.169.254", 1)
+	setSecret(t, hub, map[string]string{"value": metadata})
+	waitCluster(t, hub, "my-cluster", "the metadata address to be refused",
+		importedFalse("UnsafeKubeconfig", "169.254.169.254:443 for an imported cluster: it is a link-local address"))
+
+	// A name that resolves to loopback is caught where the connection is made.
+	byName := strings.Replace(string(hubConfig), fmt.Sprintf("https://127.0.0.1:%d", hub.Port), fmt.Sprintf("https://localhost:%d", hub.Port), 1)
+	setSecret(t, hub, map[string]string{"value": byName})
+	waitCluster(t, hub, "my-cluster", "a name for loopback to be refused", importedFalse("UnsafeKubeconfig", "it is a loopback address"))
+}
+
+// setSecret creates or replaces the kubeconfig Secret my-cluster-kubeconfig.
+func setSecret(t *testing.T, hub *framework.Hub, data map[string]string) {
+	t.Helper()
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "my-cluster-kubeconfig", Namespace: workspace}, StringData: data}
+	secrets := hub.Client().CoreV1().Secrets(workspace)
+	if _, err := secrets.Create(context.Background(), secret, metav1.CreateOptions{}); apierrors.IsAlreadyExists(err) {
+		existing, err := secrets.Get(context.Background(), secret.Name, framework.Get)
+		if err != nil {
+			t.Fatal(err)
+		}
+		existing.Data, existing.StringData = nil, data
+		if _, err := secrets.Update(context.Background(), existing, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	} else if err != nil {
+		t.Fatal(err)
 	}
 }

@@ -50,7 +50,7 @@ func TestJourneyJ1AgentInitiatedRegistration(t *testing.T) {
 
 func TestJourneyJ3ManagerInitiatedRegistration(t *testing.T) {
 	t.Parallel()
-	hub := framework.StartHub(t)
+	hub := framework.StartHub(t, framework.AllowLocalImports)
 	ds := framework.StartControlPlane(t, "downstream")
 	framework.StandInForAgentPod(t, ds, "cattle-fleet-system", nil)
 	out := runJourney(t, "j3.sh", "HUB="+hub.Kubeconfig, "DS="+ds.Kubeconfig)

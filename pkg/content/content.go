@@ -64,13 +64,45 @@ func (e Encoded) Gzip() ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// Resources reads the resources of a Content back, checking its checksum.
-func Resources(c *fleet.Content) ([]fleet.BundleResource, error) {
+// DefaultMaxSize is the default limit on a Bundle's decoded resources (and on a
+// Content's uncompressed JSON): far above any real chart, far below what would hurt
+// a hub or an agent.
+const DefaultMaxSize int64 = 64 << 20
+
+// TooLargeError is content that decodes to more than the limit allows.
+type TooLargeError struct {
+	What  string
+	Limit int64
+}
+
+func (e *TooLargeError) Error() string {
+	return fmt.Sprintf("%s decodes to more than %d bytes, the limit (the hub's --max-bundle-size)", e.What, e.Limit)
+}
+
+// readLimited reads r to its end, or fails with a TooLargeError once more than
+// *budget bytes came out of it; it takes what it read off the budget, so one budget
+// bounds several reads.
+func readLimited(r io.Reader, budget *int64, what string, limit int64) ([]byte, error) {
+	data, err := io.ReadAll(io.LimitReader(r, *budget+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > *budget {
+		return nil, &TooLargeError{What: what, Limit: limit}
+	}
+	*budget -= int64(len(data))
+	return data, nil
+}
+
+// Resources reads the resources of a Content back, checking its checksum; the
+// uncompressed JSON may be at most limit bytes.
+func Resources(c *fleet.Content, limit int64) ([]fleet.BundleResource, error) {
 	zr, err := gzip.NewReader(bytes.NewReader(c.Content))
 	if err != nil {
 		return nil, fmt.Errorf("content %s: not gzip data: %w", c.Name, err)
 	}
-	raw, err := io.ReadAll(zr)
+	budget := limit
+	raw, err := readLimited(zr, &budget, "content "+c.Name, limit)
 	if err != nil {
 		return nil, fmt.Errorf("content %s: %w", c.Name, err)
 	}
@@ -85,15 +117,15 @@ func Resources(c *fleet.Content) ([]fleet.BundleResource, error) {
 	return m.Resources, nil
 }
 
-// Files decodes resources into file contents keyed by their cleaned path.
-func Files(resources []fleet.BundleResource) (map[string][]byte, error) {
+// Files decodes resources into file contents keyed by their cleaned path. Together
+// they may decode to at most limit bytes: each is decoded once, as a stream, and
+// decoding stops as soon as the limit is passed (a TooLargeError).
+func Files(resources []fleet.BundleResource, limit int64) (map[string][]byte, error) {
 	files := make(map[string][]byte, len(resources))
+	budget := limit
 	for i, r := range resources {
-		name := strings.TrimPrefix(path.Clean("/"+r.Name), "/")
-		if r.Name == "" || name == "" {
-			name = fmt.Sprintf("resource%03d.yaml", i)
-		}
-		data, err := decode(r)
+		name := fileName(i, r)
+		data, err := decode(r, &budget, limit)
 		if err != nil {
 			return nil, fmt.Errorf("resource %q: %w", r.Name, err)
 		}
@@ -102,23 +134,58 @@ func Files(resources []fleet.BundleResource) (map[string][]byte, error) {
 	return files, nil
 }
 
-func decode(r fleet.BundleResource) ([]byte, error) {
+// Size is how many bytes resources decode to, checked as Files checks them but
+// without keeping what they decode to: what the hub needs to accept a Bundle.
+func Size(resources []fleet.BundleResource, limit int64) (int64, error) {
+	budget := limit
+	for _, r := range resources {
+		if err := decodeTo(io.Discard, r, &budget, limit); err != nil {
+			return 0, fmt.Errorf("resource %q: %w", r.Name, err)
+		}
+	}
+	return limit - budget, nil
+}
+
+func fileName(i int, r fleet.BundleResource) string {
+	name := strings.TrimPrefix(path.Clean("/"+r.Name), "/")
+	if r.Name == "" || name == "" {
+		name = fmt.Sprintf("resource%03d.yaml", i)
+	}
+	return name
+}
+
+func decode(r fleet.BundleResource, budget *int64, limit int64) ([]byte, error) {
+	var buf bytes.Buffer
+	if err := decodeTo(&buf, r, budget, limit); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// decodeTo writes r's decoded content to w, taking it off budget.
+func decodeTo(w io.Writer, r fleet.BundleResource, budget *int64, limit int64) error {
+	var src io.Reader
 	switch r.Encoding {
 	case "":
-		return []byte(r.Content), nil
+		src = strings.NewReader(r.Content)
 	case "base64":
-		return base64.StdEncoding.DecodeString(r.Content)
+		src = base64.NewDecoder(base64.StdEncoding, strings.NewReader(r.Content))
 	case "base64+gz":
-		gz, err := base64.StdEncoding.DecodeString(r.Content)
+		zr, err := gzip.NewReader(base64.NewDecoder(base64.StdEncoding, strings.NewReader(r.Content)))
 		if err != nil {
-			return nil, err
+			return err
 		}
-		zr, err := gzip.NewReader(bytes.NewReader(gz))
-		if err != nil {
-			return nil, err
-		}
-		return io.ReadAll(zr)
+		src = zr
 	default:
-		return nil, fmt.Errorf("unknown encoding %q (want \"\", base64 or base64+gz)", r.Encoding)
+		return fmt.Errorf("unknown encoding %q (want \"\", base64 or base64+gz)", r.Encoding)
 	}
+	n, err := io.Copy(w, io.LimitReader(src, *budget+1))
+	if err != nil {
+		return err
+	}
+	if n > *budget {
+		return &TooLargeError{What: "the Bundle's resources", Limit: limit}
+	}
+	*budget -= n
+	return nil
 }

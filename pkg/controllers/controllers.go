@@ -29,6 +29,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/flotilla/flotilla/pkg/bundlestate"
+	"github.com/flotilla/flotilla/pkg/content"
 	"github.com/flotilla/flotilla/pkg/controllers/agentbundle"
 	"github.com/flotilla/flotilla/pkg/controllers/bundle"
 	"github.com/flotilla/flotilla/pkg/controllers/cachetrim"
@@ -40,6 +41,7 @@ import (
 	"github.com/flotilla/flotilla/pkg/controllers/request"
 	"github.com/flotilla/flotilla/pkg/controllers/token"
 	fleetcontrollers "github.com/flotilla/flotilla/pkg/generated/controllers/fleet.cattle.io"
+	"github.com/flotilla/flotilla/pkg/kubeconfig"
 	"github.com/flotilla/flotilla/pkg/metrics"
 	"github.com/flotilla/flotilla/pkg/names"
 	"github.com/flotilla/flotilla/pkg/registration"
@@ -62,6 +64,11 @@ type Settings struct {
 	// KubeconfigSecretNamespaces are the namespaces, besides a Cluster's own, that
 	// spec.kubeConfigSecretNamespace may name.
 	KubeconfigSecretNamespaces []string
+	// MaxBundleSize bounds what a Bundle's resources decode to.
+	MaxBundleSize int64
+	// ImportAddresses decides which addresses the hub may connect to for an
+	// imported cluster (--import-allowed-networks, and the hub's own endpoints).
+	ImportAddresses kubeconfig.AddressPolicy
 	// ImportTokenTTL is the lifetime of the registration token minted to deploy an
 	// imported cluster's agent.
 	ImportTokenTTL time.Duration
@@ -81,6 +88,7 @@ func DefaultSettings() Settings {
 		Workers:             20,
 		ImportTokenTTL:      time.Hour,
 		ClusterOfflineAfter: 2 * time.Minute,
+		MaxBundleSize:       content.DefaultMaxSize,
 	}
 }
 
@@ -161,7 +169,7 @@ func (m *Manager) Start(ctx context.Context) error {
 	}, fleet.ClusterRegistrationRequest(), fleet.Cluster(), fleet.ClusterRegistrationToken().Cache(), namespaces, kube, events)
 	cluster.Register(ctx, cluster.Settings{OfflineAfter: m.settings.ClusterOfflineAfter},
 		fleet.Cluster(), fleet.ClusterRegistrationRequest(), fleet.BundleDeployment(), leases, namespaces, kube, events)
-	bundle.Register(ctx, fleet.Bundle(), fleet.BundleDeployment(), fleet.Content(), fleet.Cluster(), fleet.ClusterGroup(), events)
+	bundle.Register(ctx, bundle.Settings{MaxSize: m.settings.MaxBundleSize}, fleet.Bundle(), fleet.BundleDeployment(), fleet.Content(), fleet.Cluster(), fleet.ClusterGroup(), events)
 	bundle.RegisterContents(ctx, fleet.Content(), fleet.BundleDeployment(), fleet.Bundle().Cache())
 	clustergroup.Register(ctx, fleet.ClusterGroup(), fleet.Cluster(), fleet.BundleDeployment().Cache())
 	if err := agentbundle.Register(ctx, fleet.Cluster(), fleet.Bundle(), fleet.Content()); err != nil {
@@ -169,7 +177,7 @@ func (m *Manager) Start(ctx context.Context) error {
 	}
 	imports.Register(ctx, imports.Settings{
 		SecretNamespaces: m.settings.KubeconfigSecretNamespaces, TokenTTL: m.settings.ImportTokenTTL,
-		InitialBackoff: 2 * time.Second, MaxBackoff: 5 * time.Minute,
+		InitialBackoff: 2 * time.Second, MaxBackoff: 5 * time.Minute, Addresses: m.settings.ImportAddresses,
 	}, fleet.Cluster(), fleet.ClusterRegistrationToken(), core.Secret(), kube, events)
 
 	deployments := fleet.BundleDeployment().Cache()

@@ -7,7 +7,10 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/netip"
+	"net/url"
 	"os"
+	"strconv"
 
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
@@ -145,6 +148,11 @@ func Run(ctx context.Context, opts Options) error {
 			settings.APIServerCA = cp.CAPEM
 		}
 	}
+	var embedded *controlplane.Config
+	if cp != nil {
+		embedded = &opts.ControlPlane
+	}
+	settings.ImportAddresses.Own = ownEndpoints(cfg, embedded, settings.APIServerURL)
 	settings.APIServerAuthorizesIdentities, err = controlplane.AuthorizesClusterIdentities(ctx, client)
 	if err != nil {
 		logrus.WithError(err).Warn("Creating RBAC objects for every cluster identity")
@@ -177,6 +185,29 @@ func Run(ctx context.Context, opts Options) error {
 		}
 	}
 	return electionErr
+}
+
+// ownEndpoints are the addresses of the hub's own API server, which an imported
+// cluster's kubeconfig may not name: the URL the hub uses, the one agents are told,
+// the in-cluster Service, and the embedded API server's listening address.
+func ownEndpoints(cfg *rest.Config, embedded *controlplane.Config, urls ...string) []netip.AddrPort {
+	var hostPorts []string
+	for _, raw := range append([]string{cfg.Host}, urls...) {
+		if u, err := url.Parse(raw); err == nil && u.Host != "" {
+			port := u.Port()
+			if port == "" {
+				port = "443"
+			}
+			hostPorts = append(hostPorts, net.JoinHostPort(u.Hostname(), port))
+		}
+	}
+	if inCluster() {
+		hostPorts = append(hostPorts, net.JoinHostPort(os.Getenv("KUBERNETES_SERVICE_HOST"), os.Getenv("KUBERNETES_SERVICE_PORT")))
+	}
+	if embedded != nil {
+		hostPorts = append(hostPorts, net.JoinHostPort(embedded.BindAddress.String(), strconv.Itoa(embedded.SecurePort)))
+	}
+	return kubeconfig.Endpoints(hostPorts...)
 }
 
 // caOf returns the CA a client configuration trusts, as PEM.

@@ -67,6 +67,8 @@ type Deployer struct {
 	AgentNamespace  string
 	MonitorInterval time.Duration
 	Log             logrus.FieldLogger
+	// MaxContentSize bounds what a Content decodes to; 0 means content.DefaultMaxSize.
+	MaxContentSize int64
 
 	mu      sync.Mutex
 	configs map[string]*action.Configuration
@@ -344,11 +346,15 @@ func (d *Deployer) deploy(cfg *action.Configuration, bd *fleet.BundleDeployment,
 	if err != nil {
 		return nil, fmt.Errorf("fetching Content %s: %w", target.ContentName(bd.Spec.DeploymentID), err)
 	}
-	resources, err := content.Resources(c)
+	limit := d.MaxContentSize
+	if limit <= 0 {
+		limit = content.DefaultMaxSize
+	}
+	resources, err := content.Resources(c, limit)
 	if err != nil {
 		return nil, err
 	}
-	files, err := content.Files(resources)
+	files, err := content.Files(resources, limit)
 	if err != nil {
 		return nil, err
 	}

@@ -46,7 +46,14 @@ const (
 	byLabelTargets = "flotilla.bundlesByLabelTargets"
 )
 
+// Settings of the Bundle controller.
+type Settings struct {
+	// MaxSize bounds what a Bundle's resources decode to (--max-bundle-size).
+	MaxSize int64
+}
+
 type handler struct {
+	settings    Settings
 	bundles     fleetcontrollers.BundleController
 	deployments fleetcontrollers.BundleDeploymentController
 	contents    fleetcontrollers.ContentController
@@ -66,10 +73,13 @@ type handler struct {
 
 // Register starts handling Bundles, and watches Clusters, ClusterGroups and
 // BundleDeployments for changes that affect them.
-func Register(ctx context.Context, bundles fleetcontrollers.BundleController, deployments fleetcontrollers.BundleDeploymentController,
+func Register(ctx context.Context, settings Settings, bundles fleetcontrollers.BundleController, deployments fleetcontrollers.BundleDeploymentController,
 	contents fleetcontrollers.ContentController, clusters fleetcontrollers.ClusterController, groups fleetcontrollers.ClusterGroupController,
 	events record.EventRecorder) {
-	h := &handler{bundles: bundles, deployments: deployments, contents: contents, clusters: clusters.Cache(), groups: groups.Cache(),
+	if settings.MaxSize <= 0 {
+		settings.MaxSize = content.DefaultMaxSize
+	}
+	h := &handler{settings: settings, bundles: bundles, deployments: deployments, contents: contents, clusters: clusters.Cache(), groups: groups.Cache(),
 		events: events, seen: map[string]string{}, patches: statuspatch.Limiter{First: statuspatch.NewObjectWait}}
 	AddIndexers(deployments.Cache())
 	bundles.Cache().AddIndexer(byTargetName, func(b *fleet.Bundle) ([]string, error) {
@@ -201,6 +211,10 @@ const deploymentWriters = 16
 // Content that does not exist.
 const reasonContentNotFound = "ContentNotFound"
 
+// reasonContentTooLarge is the Processed reason of a Bundle whose resources decode
+// to more than --max-bundle-size.
+const reasonContentTooLarge = "ContentTooLarge"
+
 // contentRef is the Content a Bundle deploys.
 type contentRef struct {
 	name, sha256 string
@@ -215,7 +229,12 @@ type contentRef struct {
 func (h *handler) contentOf(bundle *fleet.Bundle) (contentRef, error) {
 	id := bundle.Spec.ContentsID
 	if id == "" {
-		if _, err := content.Files(bundle.Spec.Resources); err != nil {
+		// Decoded once, as a stream, only to be measured: what the agents decode.
+		if _, err := content.Size(bundle.Spec.Resources, h.settings.MaxSize); err != nil {
+			var tooLarge *content.TooLargeError
+			if errors.As(err, &tooLarge) {
+				return contentRef{}, &refusal{reasonContentTooLarge, err}
+			}
 			return contentRef{}, &refusal{"InvalidResources", err}
 		}
 		encoded, err := content.Encode(bundle.Spec.Resources)
@@ -372,7 +391,14 @@ func desired(bundle *fleet.Bundle, t target.Target, contentName string) (*fleet.
 	}
 	lbls := map[string]string{}
 	for k, v := range bundle.Labels {
-		lbls[k] = v
+		// The hub's own labels are its to set: a Bundle's could make its
+		// BundleDeployments pass for the agent bundle, or for another Bundle's.
+		if !names.Reserved(k) {
+			lbls[k] = v
+		}
+	}
+	if isAgentBundle(bundle, t.Cluster) {
+		lbls[names.AgentBundleLabel] = t.Cluster.Name
 	}
 	lbls[names.ManagedLabel] = "true"
 	lbls[names.BundleNameLabel] = bundle.Name
@@ -391,6 +417,22 @@ func desired(bundle *fleet.Bundle, t target.Target, contentName string) (*fleet.
 			CorrectDrift:       t.Options.CorrectDrift,
 		},
 	}, nil
+}
+
+// isAgentBundle says whether bundle is the agent bundle the hub keeps for cluster:
+// named for it, labelled for it, owned by that very Cluster and targeting it alone.
+// Its BundleDeployment is the one the agent deploys as its own release.
+func isAgentBundle(bundle *fleet.Bundle, cluster *fleet.Cluster) bool {
+	if bundle.Labels[names.AgentBundleLabel] != cluster.Name || bundle.Name != names.AgentBundle(cluster.Name) ||
+		len(bundle.Spec.Targets) != 1 || bundle.Spec.Targets[0].ClusterName != cluster.Name {
+		return false
+	}
+	for _, ref := range bundle.OwnerReferences {
+		if ref.Kind == "Cluster" && ref.UID == cluster.UID && ref.Name == cluster.Name {
+			return true
+		}
+	}
+	return false
 }
 
 // summarize folds deployments into status.

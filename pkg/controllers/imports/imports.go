@@ -32,7 +32,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/connrotation"
 	"k8s.io/client-go/util/flowcontrol"
@@ -43,6 +42,7 @@ import (
 	"github.com/flotilla/flotilla/pkg/conditions"
 	fleetcontrollers "github.com/flotilla/flotilla/pkg/generated/controllers/fleet.cattle.io/v1alpha1"
 	"github.com/flotilla/flotilla/pkg/helmclient"
+	"github.com/flotilla/flotilla/pkg/kubeconfig"
 	"github.com/flotilla/flotilla/pkg/metrics"
 	"github.com/flotilla/flotilla/pkg/names"
 	"github.com/flotilla/flotilla/pkg/registration"
@@ -57,6 +57,8 @@ type Settings struct {
 	TokenTTL time.Duration
 	// InitialBackoff and MaxBackoff bound the retries of a failing import.
 	InitialBackoff, MaxBackoff time.Duration
+	// Addresses decides which addresses a kubeconfig's server may resolve to.
+	Addresses kubeconfig.AddressPolicy
 }
 
 // Keys of a kubeconfig Secret.
@@ -72,6 +74,7 @@ const (
 	ReasonSecretNotFound            = "SecretNotFound"
 	ReasonMissingKubeconfig         = "MissingKubeconfig"
 	ReasonInvalidKubeconfig         = "InvalidKubeconfig"
+	ReasonUnsafeKubeconfig          = "UnsafeKubeconfig"
 	ReasonUnreachable               = "Unreachable"
 	ReasonUnauthorized              = "Unauthorized"
 	ReasonWaitingForToken           = "WaitingForToken"
@@ -355,15 +358,21 @@ func (h *handler) downstreamConfig(cluster *fleet.Cluster, secret *corev1.Secret
 	if ok && cached.secretVersion == secret.ResourceVersion {
 		return cached.config, nil
 	}
-	cfg, err := clientcmd.RESTConfigFromKubeConfig(secret.Data[KeyKubeconfig])
+	cfg, err := kubeconfig.FromUntrusted(secret.Data[KeyKubeconfig])
+	var unsafe *kubeconfig.UnsafeError
+	if errors.As(err, &unsafe) {
+		return nil, fail(ReasonUnsafeKubeconfig, "kubeconfig Secret %s key %q: %v", secretRef(secret), KeyKubeconfig, err)
+	}
 	if err != nil {
 		return nil, fail(ReasonInvalidKubeconfig, "kubeconfig Secret %s key %q is not a usable kubeconfig: %v", secretRef(secret), KeyKubeconfig, err)
 	}
 	cfg.UserAgent = "flotilla-hub-import"
 	cfg.Timeout = 30 * time.Second
 	// Every connection to the downstream cluster goes through this dialer, so that
-	// they can all be closed once the agent is deployed.
-	dialer := connrotation.NewDialer((&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext)
+	// they can all be closed once the agent is deployed, and each is checked against
+	// the address policy as it is made.
+	policy := h.settings.Addresses
+	dialer := connrotation.NewDialer((&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second, Control: policy.Control}).DialContext)
 	cfg.Dial = dialer.DialContext
 	h.forget(key)
 	h.mu.Lock()
@@ -378,9 +387,12 @@ func checkReachable(cfg *rest.Config, secret *corev1.Secret) error {
 		return fail(ReasonInvalidKubeconfig, "kubeconfig Secret %s: %v", secretRef(secret), err)
 	}
 	_, err = client.CoreV1().Namespaces().Get(context.Background(), "kube-system", metav1.GetOptions{})
+	var refused *kubeconfig.AddressError
 	switch {
 	case err == nil:
 		return nil
+	case errors.As(err, &refused):
+		return fail(ReasonUnsafeKubeconfig, "kubeconfig Secret %s: server %s: %v", secretRef(secret), cfg.Host, refused)
 	case apierrors.IsUnauthorized(err):
 		return fail(ReasonUnauthorized, "the API server %s refused the credentials of kubeconfig Secret %s (401 Unauthorized)", cfg.Host, secretRef(secret))
 	case apierrors.IsForbidden(err):

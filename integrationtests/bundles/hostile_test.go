@@ -1,0 +1,122 @@
+package bundles
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/flotilla/flotilla/integrationtests/framework"
+	fleet "github.com/flotilla/flotilla/pkg/apis/fleet.cattle.io/v1alpha1"
+	"github.com/flotilla/flotilla/pkg/names"
+)
+
+// gzipped is a base64+gz Bundle resource holding prefix followed by n-len(prefix)
+// bytes of filler: zeros compress a thousand to one, so a bomb fits in a Bundle.
+func gzipped(t *testing.T, name, prefix string, filler byte, n int64) fleet.BundleResource {
+	t.Helper()
+	var gz bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&gz, gzip.BestCompression)
+	if _, err := io.WriteString(zw, prefix); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.CopyN(zw, bytes.NewReader(bytes.Repeat([]byte{filler}, int(n-int64(len(prefix))))), n-int64(len(prefix))); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return fleet.BundleResource{Name: name, Encoding: "base64+gz", Content: base64.StdEncoding.EncodeToString(gz.Bytes())}
+}
+
+func createBundle(t *testing.T, hub *framework.Hub, b *fleet.Bundle) {
+	t.Helper()
+	b.Namespace = workspace
+	if _, err := hub.Fleet().FleetV1alpha1().Bundles(workspace).Create(context.Background(), b, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating Bundle %s: %v", b.Name, err)
+	}
+}
+
+// A bundle author's attacks on the hub and on the agent: a gzip bomb, a Bundle over
+// --max-bundle-size, a Bundle labelled as a cluster's agent bundle. Each is refused
+// or defused, and a Bundle just under the limit deploys.
+func TestBundlesCannotHurtTheHubOrPoseAsTheAgent(t *testing.T) {
+	t.Parallel()
+	const limit = 1 << 20
+	hub := framework.StartHub(t, fmt.Sprintf("--max-bundle-size=%d", limit))
+	d := register(t, hub, map[string]string{"target": "dev"})[0]
+	targets := []fleet.BundleTarget{{ClusterName: d.cluster}}
+
+	// 200 MB of zeros in a Bundle of a few hundred kilobytes: refused, having decoded
+	// no more than the limit.
+	createBundle(t, hub, &fleet.Bundle{
+		ObjectMeta: metav1.ObjectMeta{Name: "bomb"},
+		Spec:       fleet.BundleSpec{Resources: []fleet.BundleResource{gzipped(t, "bomb.yaml", "", 0, 200<<20)}, Targets: targets},
+	})
+	waitProcessed(t, hub, "bomb", "ContentTooLarge", fmt.Sprintf("decodes to more than %d bytes", limit))
+
+	// A ConfigMap whose manifest is the limit exactly deploys; one byte more does not.
+	configMap := func(name string, size int64) fleet.BundleResource {
+		head := fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: %s\ndata:\n  filler: ", name)
+		return gzipped(t, "cm.yaml", head, 'x', size)
+	}
+	createBundle(t, hub, &fleet.Bundle{
+		ObjectMeta: metav1.ObjectMeta{Name: "over"},
+		Spec:       fleet.BundleSpec{Resources: []fleet.BundleResource{configMap("over", limit+1)}, Targets: targets},
+	})
+	waitProcessed(t, hub, "over", "ContentTooLarge")
+	createBundle(t, hub, &fleet.Bundle{
+		ObjectMeta: metav1.ObjectMeta{Name: "at-limit"},
+		Spec: fleet.BundleSpec{
+			BundleDeploymentOptions: fleet.BundleDeploymentOptions{DefaultNamespace: "at-limit"},
+			Resources:               []fleet.BundleResource{configMap("at-limit", limit)}, Targets: targets,
+		},
+	})
+	waitBundleReady(t, hub, "at-limit", "1/1")
+	if cm := getConfigMap(t, d, "at-limit", "at-limit"); len(cm.Data["filler"]) < limit-200 {
+		t.Fatalf("the ConfigMap at the limit arrived with %d bytes of filler", len(cm.Data["filler"]))
+	}
+
+	// A Bundle labelled as the cluster's agent bundle is deployed as the ordinary
+	// Bundle it is, not as the agent's own release.
+	createBundle(t, hub, &fleet.Bundle{
+		ObjectMeta: metav1.ObjectMeta{Name: "poser", Labels: map[string]string{
+			names.AgentBundleLabel: d.cluster, names.BundleNameLabel: names.AgentBundle(d.cluster), "team": "a",
+		}},
+		Spec: fleet.BundleSpec{
+			BundleDeploymentOptions: fleet.BundleDeploymentOptions{DefaultNamespace: "poser"},
+			Resources:               []fleet.BundleResource{{Name: "cm.yaml", Content: "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: poser\n"}},
+			Targets:                 targets,
+		},
+	})
+	waitBundleReady(t, hub, "poser", "1/1")
+	bds, err := hub.Fleet().FleetV1alpha1().BundleDeployments(metav1.NamespaceAll).List(context.Background(), metav1.ListOptions{LabelSelector: names.BundleNameLabel + "=poser"})
+	if err != nil || len(bds.Items) != 1 {
+		t.Fatalf("%d BundleDeployments of poser (err=%v), want 1", len(bds.Items), err)
+	}
+	if got := bds.Items[0].Labels; got[names.AgentBundleLabel] != "" || got["team"] != "a" {
+		t.Fatalf("poser's BundleDeployment has labels %v: want team=a and no %s", got, names.AgentBundleLabel)
+	}
+	getConfigMap(t, d, "poser", "poser")
+	out, err := d.Helm("list", "-A", "-o", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var releases []struct{ Name, Namespace, Chart string }
+	if err := json.Unmarshal([]byte(out), &releases); err != nil {
+		t.Fatalf("helm list: %v\n%s", err, out)
+	}
+	for _, r := range releases {
+		if r.Name == names.AgentRelease && !strings.HasPrefix(r.Chart, "fleet-agent-") {
+			t.Fatalf("the agent's release now holds the chart %s (releases %+v)", r.Chart, releases)
+		}
+	}
+	waitClusterDisplay(t, hub, d.cluster, "BUNDLES-READY", readyBundles, "3/3")
+}

@@ -1,0 +1,146 @@
+package kubeconfig
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+	"syscall"
+)
+
+// AddressPolicy decides which addresses the hub may connect to on behalf of an
+// untrusted kubeconfig. Loopback, link-local (cloud metadata services among them),
+// unspecified and multicast addresses, and the hub's own API endpoints, are refused
+// unless they are in Allowed. It is applied when a connection is made, to the address
+// actually dialled, so neither a DNS name that resolves to a refused address nor a
+// redirect gets round it.
+type AddressPolicy struct {
+	// Allowed are networks an admin allows even though they would be refused
+	// (--import-allowed-networks), e.g. 127.0.0.0/8 for downstream clusters on the
+	// hub's own machine.
+	Allowed []netip.Prefix
+	// Own are the hub's own API endpoints. An unspecified address (0.0.0.0:6443)
+	// stands for that port on every address of this machine.
+	Own []netip.AddrPort
+	// localAddrs lists this machine's addresses; nil means net.InterfaceAddrs.
+	localAddrs func() ([]net.Addr, error)
+}
+
+// AddressError is a connection the policy refused.
+type AddressError struct {
+	Address netip.AddrPort
+	Why     string
+}
+
+func (e *AddressError) Error() string {
+	return fmt.Sprintf("the hub does not connect to %s for an imported cluster: it is %s (an admin can allow it with --import-allowed-networks)", e.Address, e.Why)
+}
+
+// ParsePrefixes parses CIDRs, or single addresses, into prefixes.
+func ParsePrefixes(values []string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, v := range values {
+		if p, err := netip.ParsePrefix(v); err == nil {
+			out = append(out, p.Masked())
+			continue
+		}
+		a, err := netip.ParseAddr(v)
+		if err != nil {
+			return nil, fmt.Errorf("%q is neither a CIDR nor an IP address", v)
+		}
+		out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
+	}
+	return out, nil
+}
+
+// Check returns an *AddressError if the policy refuses addr.
+func (p *AddressPolicy) Check(addr netip.AddrPort) error {
+	ip := addr.Addr().Unmap()
+	addr = netip.AddrPortFrom(ip, addr.Port())
+	for _, allowed := range p.Allowed {
+		if allowed.Contains(ip) {
+			return nil
+		}
+	}
+	switch {
+	case ip.IsLoopback():
+		return &AddressError{addr, "a loopback address"}
+	case ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast():
+		return &AddressError{addr, "a link-local address (where cloud metadata services answer)"}
+	case ip.IsUnspecified():
+		return &AddressError{addr, "the unspecified address, which reaches this machine"}
+	case ip.IsMulticast() || ip == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
+		return &AddressError{addr, "a multicast or broadcast address"}
+	}
+	for _, own := range p.Own {
+		if own.Port() != addr.Port() {
+			continue
+		}
+		if own.Addr().Unmap() == ip {
+			return &AddressError{addr, "the hub's own API server"}
+		}
+		if own.Addr().IsUnspecified() && p.isLocal(ip) {
+			return &AddressError{addr, "the hub's own API server (it listens on every address of this machine)"}
+		}
+	}
+	return nil
+}
+
+func (p *AddressPolicy) isLocal(ip netip.Addr) bool {
+	list := net.InterfaceAddrs
+	if p.localAddrs != nil {
+		list = p.localAddrs
+	}
+	addrs, err := list()
+	if err != nil {
+		return true // cannot tell: treat it as the hub's own
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok {
+			if local, ok := netip.AddrFromSlice(n.IP); ok && local.Unmap() == ip {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Control is a net.Dialer Control function that applies the policy to every
+// connection before it is made.
+func (p *AddressPolicy) Control(_, address string, _ syscall.RawConn) error {
+	addr, err := netip.ParseAddrPort(address)
+	if err != nil {
+		return fmt.Errorf("dialling %q: %w", address, err)
+	}
+	return p.Check(addr)
+}
+
+// Endpoints resolves host:port URLs' hosts (the hub's own API URLs) into addresses for
+// Own; a name that does not resolve is left out.
+func Endpoints(hostPorts ...string) []netip.AddrPort {
+	var out []netip.AddrPort
+	for _, hp := range hostPorts {
+		host, portStr, err := net.SplitHostPort(hp)
+		if err != nil {
+			continue
+		}
+		port, err := strconv.ParseUint(portStr, 10, 16)
+		if err != nil {
+			continue
+		}
+		if a, err := netip.ParseAddr(host); err == nil {
+			out = append(out, netip.AddrPortFrom(a.Unmap(), uint16(port)))
+			continue
+		}
+		ips, err := net.LookupIP(host)
+		if err != nil {
+			continue
+		}
+		for _, ip := range ips {
+			if a, ok := netip.AddrFromSlice(ip); ok {
+				out = append(out, netip.AddrPortFrom(a.Unmap(), uint16(port)))
+			}
+		}
+	}
+	return out
+}
