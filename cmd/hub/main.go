@@ -154,6 +154,7 @@ cluster instead, installing or updating the fleet.cattle.io CRDs there itself.`,
 	cmd.Flags().DurationVar(&settings.AgentTokenRenewAfter, "agent-token-renew-after", 0, "have agents renew their token this long after it was issued (default: half its lifetime)")
 	cmd.Flags().StringSliceVar(&settings.KubeconfigSecretNamespaces, "kubeconfig-secret-namespaces", nil, "namespaces besides a Cluster's own that its spec.kubeConfigSecretNamespace may name")
 	cmd.Flags().StringSliceVar(&importAllowed, "import-allowed-networks", nil, "CIDRs (or addresses) an imported cluster's kubeconfig server may resolve to even though they are loopback, link-local or the hub's own API server, e.g. 127.0.0.0/8 for downstream clusters on the hub's machine")
+	cmd.Flags().DurationVar(&settings.RefusedRequestRetention, "refused-request-retention", settings.RefusedRequestRetention, "how long a refused ClusterRegistrationRequest is kept, for its reason to be read, before the hub deletes it")
 	cmd.Flags().Int64Var(&settings.MaxBundleSize, "max-bundle-size", settings.MaxBundleSize, "bytes a Bundle's resources may decode to; a Bundle over it is Processed=False ContentTooLarge")
 	cmd.Flags().DurationVar(&settings.ImportTokenTTL, "import-token-ttl", settings.ImportTokenTTL, "lifetime of the registration token minted to deploy an imported cluster's agent")
 	cmd.Flags().DurationVar(&settings.ClusterOfflineAfter, "cluster-offline-after", settings.ClusterOfflineAfter, "a Cluster whose agent has not checked in for this long is shown as offline (Ready=Unknown)")

@@ -64,6 +64,8 @@ type Settings struct {
 	// KubeconfigSecretNamespaces are the namespaces, besides a Cluster's own, that
 	// spec.kubeConfigSecretNamespace may name.
 	KubeconfigSecretNamespaces []string
+	// RefusedRequestRetention is how long a refused registration request is kept.
+	RefusedRequestRetention time.Duration
 	// MaxBundleSize bounds what a Bundle's resources decode to.
 	MaxBundleSize int64
 	// ImportAddresses decides which addresses the hub may connect to for an
@@ -83,12 +85,13 @@ type Settings struct {
 // DefaultSettings are the settings the hub's flags default to.
 func DefaultSettings() Settings {
 	return Settings{
-		ClusterTokenTTL:     24 * time.Hour,
-		NoTTLTokenLifetime:  365 * 24 * time.Hour,
-		Workers:             20,
-		ImportTokenTTL:      time.Hour,
-		ClusterOfflineAfter: 2 * time.Minute,
-		MaxBundleSize:       content.DefaultMaxSize,
+		ClusterTokenTTL:         24 * time.Hour,
+		NoTTLTokenLifetime:      365 * 24 * time.Hour,
+		Workers:                 20,
+		ImportTokenTTL:          time.Hour,
+		ClusterOfflineAfter:     2 * time.Minute,
+		MaxBundleSize:           content.DefaultMaxSize,
+		RefusedRequestRetention: time.Hour,
 	}
 }
 
@@ -116,6 +119,9 @@ func (m *Manager) Start(ctx context.Context) error {
 		return err
 	}
 	if err := ensureFlowControl(ctx, kube); err != nil {
+		return err
+	}
+	if err := ensureAdmissionPolicies(ctx, kube); err != nil {
 		return err
 	}
 	shared, err := controller.NewSharedControllerFactoryFromConfigWithOptions(m.cfg, schemes.All, &controller.SharedControllerFactoryOptions{
@@ -166,7 +172,8 @@ func (m *Manager) Start(ctx context.Context) error {
 		APIServerURL: m.settings.APIServerURL, APIServerCA: m.settings.APIServerCA,
 		ClusterTokenTTL: m.settings.ClusterTokenTTL, AgentTokenRenewAfter: m.settings.AgentTokenRenewAfter,
 		APIServerAuthorizesIdentities: m.settings.APIServerAuthorizesIdentities,
-	}, fleet.ClusterRegistrationRequest(), fleet.Cluster(), fleet.ClusterRegistrationToken().Cache(), namespaces, kube, events)
+		RefusedRetention:              m.settings.RefusedRequestRetention,
+	}, fleet.ClusterRegistrationRequest(), fleet.Cluster(), fleet.ClusterRegistrationToken(), namespaces, kube, events)
 	cluster.Register(ctx, cluster.Settings{OfflineAfter: m.settings.ClusterOfflineAfter},
 		fleet.Cluster(), fleet.ClusterRegistrationRequest(), fleet.BundleDeployment(), leases, namespaces, kube, events)
 	bundle.Register(ctx, bundle.Settings{MaxSize: m.settings.MaxBundleSize}, fleet.Bundle(), fleet.BundleDeployment(), fleet.Content(), fleet.Cluster(), fleet.ClusterGroup(), events)
@@ -250,6 +257,37 @@ func ensureFlowControl(ctx context.Context, kube kubernetes.Interface) error {
 		return nil
 	case err != nil:
 		return fmt.Errorf("applying the priority level of registration traffic: %w", err)
+	}
+	return nil
+}
+
+// ensureAdmissionPolicies server-side applies the registration admission policies.
+// An API server without ValidatingAdmissionPolicy (before Kubernetes 1.30), or a hub
+// not allowed to write them, is warned about: the hub still works, but a token holder
+// can then name another token in its requests and an agent create other Leases.
+func ensureAdmissionPolicies(ctx context.Context, kube kubernetes.Interface) error {
+	policies, bindings, err := registration.AdmissionPolicies()
+	if err != nil {
+		return err
+	}
+	apply := metav1.ApplyOptions{FieldManager: "flotilla-hub", Force: true}
+	for _, p := range policies {
+		if _, err = kube.AdmissionregistrationV1().ValidatingAdmissionPolicies().Apply(ctx, p, apply); err != nil {
+			break
+		}
+	}
+	for _, b := range bindings {
+		if err != nil {
+			break
+		}
+		_, err = kube.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Apply(ctx, b, apply)
+	}
+	switch {
+	case apierrors.IsForbidden(err) || apierrors.IsNotFound(err):
+		logrus.WithError(err).Warn("Could not apply the registration admission policies; requests naming another token and agents' other Leases are not refused")
+		return nil
+	case err != nil:
+		return fmt.Errorf("applying the registration admission policies: %w", err)
 	}
 	return nil
 }

@@ -150,8 +150,10 @@ func IsClusterNamespace(namespace string) bool {
 }
 
 // TokenServiceAccount is the ServiceAccount behind a ClusterRegistrationToken.
+// It is "<token>-registration" whenever that fits a ServiceAccount name (253
+// characters): the admission policy of registration requests relies on it.
 func TokenServiceAccount(token string) string {
-	return Limit(token+"-registration", maxName)
+	return Limit(token+"-registration", 253)
 }
 
 // CredentialPickupBinding is the RoleBinding, in the registration namespace, that lets

@@ -13,7 +13,6 @@ func TestDerivedNamesAreValidAndStable(t *testing.T) {
 		"cluster":           ClusterForClientID("d2a4c9ee-0d0b-4a61-9a1c-55b0a7a1c2f3"),
 		"namespace":         ClusterNamespace("clusters", "my-cluster"),
 		"long namespace":    ClusterNamespace(long, long),
-		"token SA":          TokenServiceAccount(long),
 		"credential":        CredentialSecret("id", "random"),
 		"status role":       ClusterStatusRole(long),
 		"contents binding":  ContentsBinding(ClusterNamespace(long, long)),
@@ -24,6 +23,16 @@ func TestDerivedNamesAreValidAndStable(t *testing.T) {
 	for what, name := range cases {
 		if errs := validation.IsDNS1123Label(name); len(errs) > 0 {
 			t.Errorf("%s %q: %v", what, name, errs)
+		}
+	}
+	// A token's ServiceAccount is a DNS subdomain named "<token>-registration" where
+	// that fits, as the registration requests' admission policy expects.
+	if got := TokenServiceAccount(long); got != long+"-registration" {
+		t.Errorf("TokenServiceAccount(%q) = %q", long, got)
+	}
+	for _, token := range []string{long, strings.Repeat("t", 253)} {
+		if errs := validation.IsDNS1123Subdomain(TokenServiceAccount(token)); len(errs) > 0 {
+			t.Errorf("token SA of a %d-character token: %v", len(token), errs)
 		}
 	}
 	if got := ClusterForClientID("really-random"); got != ClusterForClientID("really-random") || len(got) != len("cluster-")+12 {

@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -47,13 +48,16 @@ type Settings struct {
 	// APIServerAuthorizesIdentities says that the API server authorizes cluster
 	// identities itself, so the hub creates no RBAC objects for them.
 	APIServerAuthorizesIdentities bool
+	// RefusedRetention is how long a refused request is kept, for people to read
+	// why, before it is deleted.
+	RefusedRetention time.Duration
 }
 
 type handler struct {
 	settings   Settings
 	requests   fleetcontrollers.ClusterRegistrationRequestController
 	clusters   fleetcontrollers.ClusterController
-	tokens     fleetcontrollers.ClusterRegistrationTokenCache
+	tokens     fleetcontrollers.ClusterRegistrationTokenController
 	namespaces *clusterns.Ensurer
 	kube       kubernetes.Interface
 	events     record.EventRecorder
@@ -61,7 +65,7 @@ type handler struct {
 
 // Register starts handling ClusterRegistrationRequests.
 func Register(ctx context.Context, settings Settings, requests fleetcontrollers.ClusterRegistrationRequestController,
-	clusters fleetcontrollers.ClusterController, tokens fleetcontrollers.ClusterRegistrationTokenCache,
+	clusters fleetcontrollers.ClusterController, tokens fleetcontrollers.ClusterRegistrationTokenController,
 	namespaces *clusterns.Ensurer, kube kubernetes.Interface, events record.EventRecorder) {
 	h := &handler{settings: settings, requests: requests, clusters: clusters, tokens: tokens, namespaces: namespaces, kube: kube, events: events}
 	requests.Cache().AddIndexer(ByClientID, func(r *fleet.ClusterRegistrationRequest) ([]string, error) {
@@ -100,8 +104,10 @@ func (h *handler) onChange(_ string, req *fleet.ClusterRegistrationRequest) (*fl
 		return req, h.removeOlderRequests(req)
 	}
 	if c := conditions.Get(req.Status.Conditions, fleet.ConditionReady); c != nil && c.Status == corev1.ConditionFalse && c.Reason != "" {
-		// Refused before; the spec of a request does not change, so neither would the answer.
-		return req, nil
+		// Refused before; the spec of a request does not change, so neither would the
+		// answer. It is kept for a while for people to read, then deleted, so that
+		// refused requests do not pile up.
+		return req, h.expireRefused(req, c)
 	}
 	log := logrus.WithFields(logrus.Fields{"request": req.Namespace + "/" + req.Name, "clientID": req.Spec.ClientID})
 	clusterName, err := h.grant(context.Background(), req, log)
@@ -112,6 +118,7 @@ func (h *handler) onChange(_ string, req *fleet.ClusterRegistrationRequest) (*fl
 		h.events.Event(req, corev1.EventTypeWarning, refused.reason, refused.message)
 		updated := req.DeepCopy()
 		conditions.Set(&updated.Status.Conditions, fleet.ConditionReady, corev1.ConditionFalse, refused.reason, refused.message)
+		h.requests.EnqueueAfter(req.Namespace, req.Name, h.settings.RefusedRetention)
 		return h.requests.UpdateStatus(updated)
 	}
 	if err != nil {
@@ -138,7 +145,7 @@ func (h *handler) grant(ctx context.Context, req *fleet.ClusterRegistrationReque
 	if tokenName == "" {
 		return "", refuse("MissingToken", "the request does not name the token it was made with (label %s)", names.RegistrationTokenLabel)
 	}
-	token, err := h.tokens.Get(req.Namespace, tokenName)
+	token, err := h.tokens.Cache().Get(req.Namespace, tokenName)
 	if apierrors.IsNotFound(err) {
 		return "", refuse("TokenNotFound", "ClusterRegistrationToken %s/%s does not exist (expired or deleted)", req.Namespace, tokenName)
 	} else if err != nil {
@@ -152,6 +159,9 @@ func (h *handler) grant(ctx context.Context, req *fleet.ClusterRegistrationReque
 		}
 	}
 
+	if err := h.countRegistration(token, req.Spec.ClientID); err != nil {
+		return "", err
+	}
 	cluster, existed, err := h.clusterFor(ctx, req, log)
 	if err != nil {
 		return "", err
@@ -202,6 +212,68 @@ func (h *handler) grant(ctx context.Context, req *fleet.ClusterRegistrationReque
 			"The agent registered again (ClusterRegistrationRequest %s, token %s); the credentials it had before were revoked", req.Name, tokenName)
 	}
 	return cluster.Name, nil
+}
+
+// expireRefused deletes a refused request once it has been kept for
+// RefusedRetention, and looks at it again then otherwise.
+func (h *handler) expireRefused(req *fleet.ClusterRegistrationRequest, refused *fleet.Condition) error {
+	left := refusedLeft(refused, h.settings.RefusedRetention, time.Now())
+	if left > 0 {
+		h.requests.EnqueueAfter(req.Namespace, req.Name, left)
+		return nil
+	}
+	uid := req.UID
+	err := h.requests.Delete(req.Namespace, req.Name, &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+	return ignoreNotFound(err)
+}
+
+// refusedLeft is how long a request refused as cond says is still to be kept.
+func refusedLeft(cond *fleet.Condition, retention time.Duration, now time.Time) time.Duration {
+	since, err := time.Parse(time.RFC3339, cond.LastTransitionTime)
+	if err != nil {
+		return 0
+	}
+	return since.Add(retention).Sub(now)
+}
+
+// countRegistration checks, for a token with spec.maxRegistrations, that clientID
+// is one of the clusters it registered or that it may register one more, and records
+// it. The token's status is written with its resourceVersion, so two requests
+// granted at once cannot both take the last place.
+func (h *handler) countRegistration(token *fleet.ClusterRegistrationToken, clientID string) error {
+	decision := registrationSlot(token, names.ClientIDHash(clientID))
+	switch {
+	case decision.refused:
+		return refuse("RegistrationLimitReached", "token %s/%s has registered the %d clusters its spec.maxRegistrations allows; create another token for more clusters",
+			token.Namespace, token.Name, *token.Spec.MaxRegistrations)
+	case !decision.record:
+		return nil
+	}
+	updated := token.DeepCopy()
+	updated.Status.RegisteredClients = append(updated.Status.RegisteredClients, names.ClientIDHash(clientID))
+	if _, err := h.tokens.UpdateStatus(updated); err != nil {
+		return fmt.Errorf("counting the registration on token %s/%s: %w", token.Namespace, token.Name, err)
+	}
+	return nil
+}
+
+// slot is what a token's limit says of a registration.
+type slot struct{ refused, record bool }
+
+// registrationSlot decides whether the cluster with clientID hash may register with
+// token: always without a limit, again if it did before, once more while under it.
+func registrationSlot(token *fleet.ClusterRegistrationToken, hash string) slot {
+	limit := token.Spec.MaxRegistrations
+	switch {
+	case limit == nil:
+		return slot{}
+	case slices.Contains(token.Status.RegisteredClients, hash):
+		return slot{}
+	case len(token.Status.RegisteredClients) >= int(*limit):
+		return slot{refused: true}
+	default:
+		return slot{record: true}
+	}
 }
 
 // clusterFor finds the Cluster with the request's clientID in its workspace or

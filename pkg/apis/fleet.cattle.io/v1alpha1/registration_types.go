@@ -12,6 +12,7 @@ import (
 // +kubebuilder:printcolumn:name="Secret",type=string,JSONPath=`.status.secretName`
 // +kubebuilder:printcolumn:name="TTL",type=string,JSONPath=`.spec.ttl`
 // +kubebuilder:printcolumn:name="Expires",type=string,JSONPath=`.status.expires`
+// +kubebuilder:printcolumn:name="Max-Registrations",type=integer,JSONPath=`.spec.maxRegistrations`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 
 // ClusterRegistrationToken lets agents register clusters into its namespace. The hub
@@ -38,6 +39,14 @@ type ClusterRegistrationTokenSpec struct {
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:XValidation:rule="self.matches('^[-+]?(0|(([0-9]+(\\\\.[0-9]*)?|\\\\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+)$')",message="must be a duration such as 240h, 90m or 1h30m"
 	TTL *metav1.Duration `json:"ttl,omitempty"`
+	// MaxRegistrations, when set, is how many clusters the token may register: once
+	// that many clientIDs have registered with it, requests for further clusters are
+	// refused (RegistrationLimitReached). A cluster registering again counts once. 1
+	// makes a single-use token. Unset means no limit.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10000
+	MaxRegistrations *int32 `json:"maxRegistrations,omitempty"`
 }
 
 // ClusterRegistrationTokenStatus is the observed state of a token.
@@ -50,6 +59,11 @@ type ClusterRegistrationTokenStatus struct {
 	// +optional
 	// +nullable
 	SecretName string `json:"secretName,omitempty"`
+	// RegisteredClients are the clusters a token with maxRegistrations has registered,
+	// as hashes of their clientIDs (written by the hub's request controller).
+	// +optional
+	// +kubebuilder:validation:MaxItems=10000
+	RegisteredClients []string `json:"registeredClients,omitempty"`
 	// Conditions: Ready once the values Secret exists.
 	// +optional
 	Conditions []Condition `json:"conditions,omitempty"`
@@ -92,9 +106,15 @@ type ClusterRegistrationRequestSpec struct {
 	// +kubebuilder:validation:MaxLength=128
 	ClientRandom string `json:"clientRandom"`
 	// ClusterLabels become the labels of a Cluster the hub creates for this request
-	// (labels under fleet.cattle.io/ and management.cattle.io/ are dropped).
+	// (labels under fleet.cattle.io/ and management.cattle.io/ are dropped). At most
+	// 64, each with a valid label key (at most 253 characters of DNS prefix and 63 of
+	// name) and a value of at most 63 characters; the hub drops values that are not
+	// valid label values.
 	// +optional
 	// +nullable
+	// +kubebuilder:validation:MaxProperties=64
+	// +kubebuilder:validation:XValidation:rule="self.all(k, size(k) <= 317 && k.matches('^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$'))",message="keys must be label keys: an optional DNS prefix of at most 253 characters and '/', then a name of at most 63 characters"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, size(self[k]) <= 63)",message="values must be label values, of at most 63 characters"
 	ClusterLabels map[string]string `json:"clusterLabels,omitempty"`
 }
 

@@ -910,6 +910,11 @@ func (in *ClusterRegistrationTokenSpec) DeepCopyInto(out *ClusterRegistrationTok
 		*out = new(v1.Duration)
 		**out = **in
 	}
+	if in.MaxRegistrations != nil {
+		in, out := &in.MaxRegistrations, &out.MaxRegistrations
+		*out = new(int32)
+		**out = **in
+	}
 	return
 }
 
@@ -929,6 +934,11 @@ func (in *ClusterRegistrationTokenStatus) DeepCopyInto(out *ClusterRegistrationT
 	if in.Expires != nil {
 		in, out := &in.Expires, &out.Expires
 		*out = (*in).DeepCopy()
+	}
+	if in.RegisteredClients != nil {
+		in, out := &in.RegisteredClients, &out.RegisteredClients
+		*out = make([]string, len(*in))
+		copy(*out, *in)
 	}
 	if in.Conditions != nil {
 		in, out := &in.Conditions, &out.Conditions

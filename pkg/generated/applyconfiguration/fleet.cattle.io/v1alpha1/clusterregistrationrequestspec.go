@@ -30,7 +30,10 @@ type ClusterRegistrationRequestSpecApplyConfiguration struct {
 	// credential Secret the agent waits for.
 	ClientRandom *string `json:"clientRandom,omitempty"`
 	// ClusterLabels become the labels of a Cluster the hub creates for this request
-	// (labels under fleet.cattle.io/ and management.cattle.io/ are dropped).
+	// (labels under fleet.cattle.io/ and management.cattle.io/ are dropped). At most
+	// 64, each with a valid label key (at most 253 characters of DNS prefix and 63 of
+	// name) and a value of at most 63 characters; the hub drops values that are not
+	// valid label values.
 	ClusterLabels map[string]string `json:"clusterLabels,omitempty"`
 }
 

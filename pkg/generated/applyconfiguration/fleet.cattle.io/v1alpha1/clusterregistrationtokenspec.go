@@ -31,6 +31,11 @@ type ClusterRegistrationTokenSpecApplyConfiguration struct {
 	// "240h" or "90m". A value <= 0 or no value means the token does not expire by
 	// itself (it still ends when deleted).
 	TTL *v1.Duration `json:"ttl,omitempty"`
+	// MaxRegistrations, when set, is how many clusters the token may register: once
+	// that many clientIDs have registered with it, requests for further clusters are
+	// refused (RegistrationLimitReached). A cluster registering again counts once. 1
+	// makes a single-use token. Unset means no limit.
+	MaxRegistrations *int32 `json:"maxRegistrations,omitempty"`
 }
 
 // ClusterRegistrationTokenSpecApplyConfiguration constructs a declarative configuration of the ClusterRegistrationTokenSpec type for use with
@@ -44,5 +49,13 @@ func ClusterRegistrationTokenSpec() *ClusterRegistrationTokenSpecApplyConfigurat
 // If called multiple times, the TTL field is set to the value of the last call.
 func (b *ClusterRegistrationTokenSpecApplyConfiguration) WithTTL(value v1.Duration) *ClusterRegistrationTokenSpecApplyConfiguration {
 	b.TTL = &value
+	return b
+}
+
+// WithMaxRegistrations sets the MaxRegistrations field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the MaxRegistrations field is set to the value of the last call.
+func (b *ClusterRegistrationTokenSpecApplyConfiguration) WithMaxRegistrations(value int32) *ClusterRegistrationTokenSpecApplyConfiguration {
+	b.MaxRegistrations = &value
 	return b
 }

@@ -32,6 +32,9 @@ type ClusterRegistrationTokenStatusApplyConfiguration struct {
 	Expires *v1.Time `json:"expires,omitempty"`
 	// SecretName is the Secret holding the agent chart's values.yaml under "values".
 	SecretName *string `json:"secretName,omitempty"`
+	// RegisteredClients are the clusters a token with maxRegistrations has registered,
+	// as hashes of their clientIDs (written by the hub's request controller).
+	RegisteredClients []string `json:"registeredClients,omitempty"`
 	// Conditions: Ready once the values Secret exists.
 	Conditions []genericcondition.GenericCondition `json:"conditions,omitempty"`
 }
@@ -55,6 +58,16 @@ func (b *ClusterRegistrationTokenStatusApplyConfiguration) WithExpires(value v1.
 // If called multiple times, the SecretName field is set to the value of the last call.
 func (b *ClusterRegistrationTokenStatusApplyConfiguration) WithSecretName(value string) *ClusterRegistrationTokenStatusApplyConfiguration {
 	b.SecretName = &value
+	return b
+}
+
+// WithRegisteredClients adds the given value to the RegisteredClients field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the RegisteredClients field.
+func (b *ClusterRegistrationTokenStatusApplyConfiguration) WithRegisteredClients(values ...string) *ClusterRegistrationTokenStatusApplyConfiguration {
+	for i := range values {
+		b.RegisteredClients = append(b.RegisteredClients, values[i])
+	}
 	return b
 }
 
