@@ -76,6 +76,7 @@ func main() {
 	flag.BoolVar(&o.keep, "keep", false, "keep the data directory (logs, etcd) after the run")
 	flag.StringVar(&o.profileDir, "profile", "", "write CPU profiles of the hub, the control plane and the simulated agents (this process), taken during the registrations, and the hub's heap profile once all are Ready, to this directory")
 	flag.Var(&o.hubArgs, "hub-arg", "extra flag for the hub (repeat), e.g. --hub-arg=--workers=50")
+	flood := flag.Bool("request-flood", false, "instead: one token holder sends --clusters requests to a token that allows one cluster; print the hub's memory before, at peak and after the refused requests are deleted")
 	costs := flag.Bool("write-costs", false, "instead: measure the API server CPU of one request of each kind a registration makes, --clusters of each, against a control plane alone")
 	flag.Parse()
 	if o.idle < 0 {
@@ -87,6 +88,13 @@ func main() {
 		os.Exit(2)
 	}
 	logrus.SetOutput(io.Discard) // the packages' logs; the report goes to stdout
+	if *flood {
+		if err := requestFlood(o); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *costs {
 		if err := writeCosts(o); err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)
@@ -160,67 +168,13 @@ func run(o options) (*report, error) {
 	} else {
 		defer os.RemoveAll(dir)
 	}
-	hubBin, err := filepath.Abs(filepath.Join(o.bin, "hub"))
+	f, err := startFixture(ctx, o, dir)
 	if err != nil {
 		return nil, err
 	}
-
-	// The control plane, then the hub against it.
-	var cpArgs []string
-	if o.profileDir != "" {
-		cpArgs = append(cpArgs, "--profiling")
-		o.hubArgs = append(o.hubArgs, "--profiling")
-	}
-	cp, adminPath, admin, err := startControlPlane(ctx, dir, hubBin, cpArgs...)
-	if err != nil {
-		return nil, err
-	}
-	defer cp.stop()
-	admin.QPS, admin.Burst = 200, 400
-	kube, err := kubernetes.NewForConfig(admin)
-	if err != nil {
-		return nil, err
-	}
-	healthPort, err := freeport.Pick()
-	if err != nil {
-		return nil, err
-	}
-	metricsPort, err := freeport.Pick()
-	if err != nil {
-		return nil, err
-	}
-	args := append([]string{"--kubeconfig", adminPath,
-		"--health-probe-bind-address", "127.0.0.1:" + strconv.Itoa(healthPort),
-		"--metrics-bind-address", "127.0.0.1:" + strconv.Itoa(metricsPort)}, o.hubArgs...)
-	hub, err := startProcess("hub", filepath.Join(dir, "hub.log"), hubBin, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer hub.stop()
-	if err := waitHTTP(ctx, fmt.Sprintf("http://127.0.0.1:%d/readyz", healthPort), hub); err != nil {
-		return nil, err
-	}
-
-	client, err := versioned.NewForConfig(admin)
-	if err != nil {
-		return nil, err
-	}
-	meta, err := metadata.NewForConfig(admin)
-	if err != nil {
-		return nil, err
-	}
-	valuesPath := filepath.Join(dir, "values.yaml")
-	if err := hubctl.CreateToken(ctx, kube, client, hubctl.TokenOptions{Namespace: workspace, Name: "bench", Output: valuesPath, Wait: 2 * time.Minute}, io.Discard); err != nil {
-		return nil, err
-	}
-	data, err := os.ReadFile(valuesPath)
-	if err != nil {
-		return nil, err
-	}
-	var values registration.Values
-	if err := yaml.Unmarshal(data, &values); err != nil {
-		return nil, fmt.Errorf("the token's values: %w", err)
-	}
+	defer f.cp.stop()
+	defer f.hub.stop()
+	cp, hub, kube, client, meta, values, metricsPort := f.cp, f.hub, f.kube, f.client, f.meta, f.values, f.metricsPort
 
 	r := &report{Clusters: o.clusters, Date: time.Now().UTC().Format(time.RFC3339)}
 	defer func() {
@@ -597,3 +551,90 @@ func writeJSON(path string, v any) error {
 }
 
 var errNoMetrics = errors.New("the API server's /metrics has no apiserver_request_total")
+
+// fixture is a control plane, a hub run against it with --kubeconfig, and a
+// registration token "bench" in the workspace, with clients and the token's values.
+type fixture struct {
+	cp, hub     *process
+	admin       *rest.Config
+	kube        kubernetes.Interface
+	client      versioned.Interface
+	meta        metadata.Interface
+	values      registration.Values
+	metricsPort int
+}
+
+// startFixture starts a fixture with data under dir. On error, what it started is
+// stopped; otherwise the caller stops the hub and the control plane.
+func startFixture(ctx context.Context, o options, dir string) (f *fixture, err error) {
+	f = &fixture{}
+	defer func() {
+		if err != nil {
+			f.hub.stop()
+			f.cp.stop()
+		}
+	}()
+	hubBin, err := filepath.Abs(filepath.Join(o.bin, "hub"))
+	if err != nil {
+		return nil, err
+	}
+
+	// The control plane, then the hub against it.
+	var cpArgs []string
+	if o.profileDir != "" {
+		cpArgs = append(cpArgs, "--profiling")
+		o.hubArgs = append(o.hubArgs, "--profiling")
+	}
+	cp, adminPath, admin, err := startControlPlane(ctx, dir, hubBin, cpArgs...)
+	if err != nil {
+		return nil, err
+	}
+	f.cp, f.admin = cp, admin
+	admin.QPS, admin.Burst = 200, 400
+	kube, err := kubernetes.NewForConfig(admin)
+	if err != nil {
+		return nil, err
+	}
+	healthPort, err := freeport.Pick()
+	if err != nil {
+		return nil, err
+	}
+	metricsPort, err := freeport.Pick()
+	if err != nil {
+		return nil, err
+	}
+	args := append([]string{"--kubeconfig", adminPath,
+		"--health-probe-bind-address", "127.0.0.1:" + strconv.Itoa(healthPort),
+		"--metrics-bind-address", "127.0.0.1:" + strconv.Itoa(metricsPort)}, o.hubArgs...)
+	hub, err := startProcess("hub", filepath.Join(dir, "hub.log"), hubBin, args...)
+	if err != nil {
+		return nil, err
+	}
+	f.hub = hub
+	if err := waitHTTP(ctx, fmt.Sprintf("http://127.0.0.1:%d/readyz", healthPort), hub); err != nil {
+		return nil, err
+	}
+
+	client, err := versioned.NewForConfig(admin)
+	if err != nil {
+		return nil, err
+	}
+	meta, err := metadata.NewForConfig(admin)
+	if err != nil {
+		return nil, err
+	}
+	valuesPath := filepath.Join(dir, "values.yaml")
+	if err := hubctl.CreateToken(ctx, kube, client, hubctl.TokenOptions{Namespace: workspace, Name: "bench", Output: valuesPath, Wait: 2 * time.Minute}, io.Discard); err != nil {
+		return nil, err
+	}
+	data, err := os.ReadFile(valuesPath)
+	if err != nil {
+		return nil, err
+	}
+	var values registration.Values
+	if err := yaml.Unmarshal(data, &values); err != nil {
+		return nil, fmt.Errorf("the token's values: %w", err)
+	}
+	f.kube, f.client, f.meta, f.values, f.metricsPort = kube, client, meta, values, metricsPort
+	return f, nil
+}

@@ -105,6 +105,28 @@ func TestBundlesCannotHurtTheHubOrPoseAsTheAgent(t *testing.T) {
 		t.Fatalf("poser's BundleDeployment has labels %v: want team=a and no %s", got, names.AgentBundleLabel)
 	}
 	getConfigMap(t, d, "poser", "poser")
+
+	// Nor can an ordinary Bundle name the agent's release in the agent's namespace.
+	createBundle(t, hub, &fleet.Bundle{
+		ObjectMeta: metav1.ObjectMeta{Name: "hijack"},
+		Spec: fleet.BundleSpec{
+			BundleDeploymentOptions: fleet.BundleDeploymentOptions{
+				DefaultNamespace: names.SystemNamespace, Helm: &fleet.HelmOptions{ReleaseName: names.AgentRelease},
+			},
+			Resources: []fleet.BundleResource{{Name: "cm.yaml", Content: "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: hijack\n"}},
+			Targets:   targets,
+		},
+	})
+	framework.Eventually(t, "the hijack to be refused by the agent", timeout, func(ctx context.Context) error {
+		b, err := hub.Fleet().FleetV1alpha1().Bundles(workspace).Get(ctx, "hijack", framework.Get)
+		if err != nil {
+			return err
+		}
+		if msg := readyMessage(b.Status.Conditions); !strings.Contains(msg, "is the agent's own") {
+			return fmt.Errorf("Ready message %q", msg)
+		}
+		return nil
+	})
 	out, err := d.Helm("list", "-A", "-o", "json")
 	if err != nil {
 		t.Fatal(err)
@@ -118,5 +140,5 @@ func TestBundlesCannotHurtTheHubOrPoseAsTheAgent(t *testing.T) {
 			t.Fatalf("the agent's release now holds the chart %s (releases %+v)", r.Chart, releases)
 		}
 	}
-	waitClusterDisplay(t, hub, d.cluster, "BUNDLES-READY", readyBundles, "3/3")
+	waitClusterDisplay(t, hub, d.cluster, "BUNDLES-READY", readyBundles, "3/4")
 }

@@ -3,7 +3,10 @@
 package imports
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
+	"encoding/base64"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -448,7 +451,31 @@ func TestKubeconfigSecretCannotRunCodeOnTheHub(t *testing.T) {
 		t.Fatalf("helm list downstream: %q (err=%v), want no release yet", out, err)
 	}
 
+	// Whoever runs the downstream cluster writes its Helm releases: one that would
+	// decompress to 64 MiB is not read.
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	if _, err := zw.Write(make([]byte, 64<<20)); err != nil {
+		t.Fatal(err)
+	}
+	_ = zw.Close()
+	ds.MustKubectl("", "create", "namespace", "cattle-fleet-system")
+	bomb := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "sh.helm.release.v1.fleet-agent.v1", Namespace: "cattle-fleet-system",
+			Labels: map[string]string{"owner": "helm", "name": "fleet-agent", "status": "deployed", "version": "1"}},
+		Type: "helm.sh/release.v1",
+		Data: map[string][]byte{"release": []byte(base64.StdEncoding.EncodeToString(gz.Bytes()))},
+	}
+	if _, err := ds.Client().CoreV1().Secrets("cattle-fleet-system").Create(context.Background(), bomb, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	setSecret(t, hub, map[string]string{"value": string(valid)})
+	waitCluster(t, hub, "my-cluster", "the downstream release bomb to be refused", importedFalse("HelmFailed", "decode to more than"))
+	if err := ds.Client().CoreV1().Secrets("cattle-fleet-system").Delete(context.Background(), bomb.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The hub retries with backoff; a change to the Cluster brings it back at once.
+	hub.MustKubectl("", "-n", workspace, "annotate", "clusters.fleet.cattle.io", "my-cluster", "retry=now")
 	waitCluster(t, hub, "my-cluster", "the plain kubeconfig to be imported", deployedGeneration(0))
 	events := hub.MustKubectl("", "-n", workspace, "get", "events", "--field-selector", "involvedObject.name=my-cluster,reason=UnsafeKubeconfig", "-o", "name")
 	if strings.TrimSpace(events) == "" {

@@ -164,6 +164,18 @@ func TestRequestsNameTheirOwnTokenAndAgentsTheirOwnLease(t *testing.T) {
 		t.Fatalf("a request naming no token: %v, want it forbidden", err)
 	}
 
+	lasting := &fleet.ClusterRegistrationRequest{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "request-", Labels: map[string]string{names.RegistrationTokenLabel: "mine"}, Finalizers: []string{"example.com/forever"}},
+		Spec:       fleet.ClusterRegistrationRequestSpec{ClientID: "lasting", ClientRandom: "r"},
+	}
+	if _, err := client.FleetV1alpha1().ClusterRegistrationRequests(workspace).Create(ctx, lasting, metav1.CreateOptions{}); !apierrors.IsForbidden(err) {
+		t.Fatalf("a request with a finalizer: %v, want it forbidden", err)
+	}
+	lasting.Finalizers, lasting.Annotations = nil, map[string]string{"padding": strings.Repeat("x", 200<<10)}
+	if _, err := client.FleetV1alpha1().ClusterRegistrationRequests(workspace).Create(ctx, lasting, metav1.CreateOptions{}); !apierrors.IsForbidden(err) {
+		t.Fatalf("a request with 200 KiB of annotations: %v, want it forbidden", err)
+	}
+
 	req, err := sendRequest(ctx, client, "mine", "honest", nil)
 	if err != nil {
 		t.Fatalf("a request labelled with its own token: %v", err)

@@ -3,6 +3,8 @@ package kubeconfig
 import (
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"net/url"
 	"sort"
 	"strings"
@@ -77,9 +79,56 @@ func FromUntrusted(data []byte) (*rest.Config, error) {
 			CertData:   user.ClientCertificateData,
 			KeyData:    user.ClientKeyData,
 		},
-		BearerToken:        user.Token,
-		DisableCompression: cluster.DisableCompression,
+		BearerToken: user.Token,
+		// Bodies as sent, no larger than MaxResponse: Go's transport would
+		// decompress a gzip response without a limit.
+		DisableCompression: true,
+		WrapTransport:      limitResponses,
+		// Not the hub's environment's proxy either: the address policy must see
+		// the address the server's name resolves to.
+		Proxy: noProxy,
 	}, nil
+}
+
+// MaxResponse bounds each response body read from a server an untrusted kubeconfig
+// names (discovery and OpenAPI documents of large clusters are a few megabytes).
+const MaxResponse = 64 << 20
+
+func noProxy(*http.Request) (*url.URL, error) { return nil, nil }
+
+func limitResponses(rt http.RoundTripper) http.RoundTripper { return limitedTransport{rt} }
+
+// limitedTransport fails a response whose body is larger than MaxResponse.
+type limitedTransport struct{ next http.RoundTripper }
+
+func (t limitedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.next.RoundTrip(req)
+	if err != nil || resp.Body == nil {
+		return resp, err
+	}
+	resp.Body = &limitedBody{ReadCloser: resp.Body, left: MaxResponse, url: req.URL.Redacted()}
+	return resp, nil
+}
+
+type limitedBody struct {
+	io.ReadCloser
+	left int64
+	url  string
+}
+
+func (b *limitedBody) Read(p []byte) (int, error) {
+	if b.left < 0 {
+		return 0, fmt.Errorf("the response of %s is larger than %d bytes", b.url, MaxResponse)
+	}
+	if int64(len(p)) > b.left+1 {
+		p = p[:b.left+1]
+	}
+	n, err := b.ReadCloser.Read(p)
+	b.left -= int64(n)
+	if b.left < 0 {
+		return n, fmt.Errorf("the response of %s is larger than %d bytes", b.url, MaxResponse)
+	}
+	return n, err
 }
 
 // currentContext is the kubeconfig's current context, or its only one.

@@ -2,6 +2,7 @@ package kubeconfig
 
 import (
 	"errors"
+	"io"
 	"net"
 	"net/netip"
 	"strings"
@@ -48,8 +49,11 @@ func TestFromUntrustedKeepsOnlyData(t *testing.T) {
 		t.Fatalf("config %+v does not carry the kubeconfig's data", cfg)
 	}
 	if cfg.ExecProvider != nil || cfg.AuthProvider != nil || cfg.BearerTokenFile != "" || cfg.CAFile != "" ||
-		cfg.CertFile != "" || cfg.KeyFile != "" || cfg.Proxy != nil {
+		cfg.CertFile != "" || cfg.KeyFile != "" || !cfg.DisableCompression || cfg.WrapTransport == nil {
 		t.Fatalf("config %+v has more than data", cfg)
+	}
+	if proxy, err := cfg.Proxy(nil); cfg.Proxy == nil || proxy != nil || err != nil {
+		t.Fatal("the config would use the environment's proxy")
 	}
 }
 
@@ -165,11 +169,23 @@ func FuzzFromUntrusted(f *testing.F) {
 			return
 		}
 		if cfg.ExecProvider != nil || cfg.AuthProvider != nil || cfg.BearerTokenFile != "" || cfg.CAFile != "" ||
-			cfg.CertFile != "" || cfg.KeyFile != "" || cfg.Proxy != nil || cfg.Dial != nil || cfg.Impersonate.UserName != "" {
+			cfg.CertFile != "" || cfg.KeyFile != "" || cfg.Dial != nil || cfg.Impersonate.UserName != "" || !cfg.DisableCompression {
 			t.Fatalf("FromUntrusted accepted %q as %+v", data, cfg)
 		}
 		if !strings.HasPrefix(cfg.Host, "https://") {
 			t.Fatalf("FromUntrusted accepted the server %q", cfg.Host)
 		}
 	})
+}
+
+func TestResponsesAreLimited(t *testing.T) {
+	big := strings.NewReader(strings.Repeat("x", MaxResponse+10))
+	body := &limitedBody{ReadCloser: io.NopCloser(big), left: MaxResponse, url: "https://x"}
+	if n, err := io.Copy(io.Discard, body); err == nil || n > MaxResponse+1 {
+		t.Fatalf("read %d bytes of a response over the limit (err=%v)", n, err)
+	}
+	small := &limitedBody{ReadCloser: io.NopCloser(strings.NewReader(strings.Repeat("x", MaxResponse))), left: MaxResponse, url: "https://x"}
+	if n, err := io.Copy(io.Discard, small); err != nil || n != MaxResponse {
+		t.Fatalf("a response at the limit: %d bytes, %v", n, err)
+	}
 }

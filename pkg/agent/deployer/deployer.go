@@ -143,6 +143,14 @@ func (d *Deployer) onChange(key string, bd *fleet.BundleDeployment) (*fleet.Bund
 	log := d.Log.WithField("bundleDeployment", bd.Name)
 	status := bd.Status.DeepCopy()
 	releaseNS, releaseName := d.release(bd)
+	if !d.isAgent(bd) && releaseNS == d.AgentNamespace && releaseName == names.AgentRelease {
+		// Only the agent bundle deploys the agent's own release: another Bundle naming
+		// it would replace the agent (and read its identity).
+		err := fmt.Errorf("the release %s/%s is the agent's own; only the cluster's agent bundle deploys it: give the Bundle another helm.releaseName or namespace", releaseNS, releaseName)
+		recordDeploy(bd, status, nil, err, log)
+		status.Ready = false
+		return d.report(bd, status)
+	}
 	cfg, err := d.config(releaseNS)
 	if err != nil {
 		return bd, err

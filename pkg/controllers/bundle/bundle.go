@@ -356,11 +356,18 @@ func (h *handler) write(want, have *fleet.BundleDeployment) (*fleet.BundleDeploy
 		// A paused deployment keeps what it has and only learns what is staged.
 		want.Spec.Options, want.Spec.DeploymentID = have.Spec.Options, have.Spec.DeploymentID
 	}
-	if equality.Semantic.DeepEqual(have.Spec, want.Spec) && subset(want.Labels, have.Labels) {
+	if equality.Semantic.DeepEqual(have.Spec, want.Spec) && subset(want.Labels, have.Labels) && !staleReserved(want.Labels, have.Labels) {
 		return have, nil
 	}
 	updated := have.DeepCopy()
 	updated.Spec = want.Spec
+	for k := range updated.Labels {
+		// A reserved label the hub no longer sets (the Bundle stopped being an agent
+		// bundle, or it was copied from a Bundle before reserved labels were filtered).
+		if _, wanted := want.Labels[k]; names.Reserved(k) && !wanted {
+			delete(updated.Labels, k)
+		}
+	}
 	for k, v := range want.Labels {
 		if updated.Labels == nil {
 			updated.Labels = map[string]string{}
@@ -372,6 +379,16 @@ func (h *handler) write(want, have *fleet.BundleDeployment) (*fleet.BundleDeploy
 		return nil, fmt.Errorf("updating BundleDeployment %s/%s: %w", want.Namespace, want.Name, err)
 	}
 	return bd, nil
+}
+
+// staleReserved says whether have carries a reserved label that want does not.
+func staleReserved(want, have map[string]string) bool {
+	for k := range have {
+		if _, wanted := want[k]; names.Reserved(k) && !wanted {
+			return true
+		}
+	}
+	return false
 }
 
 func subset(want, have map[string]string) bool {

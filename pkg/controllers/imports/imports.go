@@ -81,6 +81,10 @@ const (
 	ReasonHelmFailed                = "HelmFailed"
 )
 
+// maxDownstreamReleases bounds what the agent's Helm releases read from a downstream
+// cluster may decode to (the agent chart's release is about a hundred kilobytes).
+const maxDownstreamReleases = 32 << 20
+
 // deploymentKey, on an import token (annotation) and on the agent's Helm release
 // (label), records which deployment of the Cluster's agent it belongs to: the Cluster
 // and its redeployAgentGeneration. A change of agent settings does not redeploy: it
@@ -463,6 +467,12 @@ func (h *handler) install(ctx context.Context, cluster *fleet.Cluster, cfg *rest
 	if err != nil {
 		return fail(ReasonHelmFailed, "%v", err)
 	}
+	downstream, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	// The downstream cluster's releases are written by whoever runs it.
+	helmclient.BoundReleases(actionConfig, downstream.CoreV1().Secrets(namespace), maxDownstreamReleases)
 	deployment := deploymentID(cluster)
 	existing, err := action.NewGet(actionConfig).Run(names.AgentRelease)
 	if err == nil && existing.Labels[deploymentKey] == deployment {
@@ -481,10 +491,6 @@ func (h *handler) install(ctx context.Context, cluster *fleet.Cluster, cfg *rest
 		return fail(ReasonHelmFailed, "reading the agent release %s/%s with kubeconfig Secret %s: %v", namespace, names.AgentRelease, secret, err)
 	}
 	// The previous identity goes too: the new agent registers with the new token.
-	downstream, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
 	for _, name := range []string{names.AgentIdentitySecret, names.AgentBootstrapSecret} {
 		if err := downstream.CoreV1().Secrets(namespace).Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 			return fail(ReasonHelmFailed, "removing the previous agent identity %s/%s: %v", namespace, name, err)

@@ -36,6 +36,9 @@ import (
 // ByClientID indexes Clusters and requests by "<namespace>/<clientID>".
 const ByClientID = "fleet.cattle.io/by-client-id"
 
+// byToken indexes requests by "<namespace>/<token>" of the token they name.
+const byToken = "fleet.cattle.io/by-registration-token"
+
 // Settings are what a granted credential carries.
 type Settings struct {
 	APIServerURL string
@@ -70,6 +73,9 @@ func Register(ctx context.Context, settings Settings, requests fleetcontrollers.
 	h := &handler{settings: settings, requests: requests, clusters: clusters, tokens: tokens, namespaces: namespaces, kube: kube, events: events}
 	requests.Cache().AddIndexer(ByClientID, func(r *fleet.ClusterRegistrationRequest) ([]string, error) {
 		return []string{r.Namespace + "/" + r.Spec.ClientID}, nil
+	})
+	requests.Cache().AddIndexer(byToken, func(r *fleet.ClusterRegistrationRequest) ([]string, error) {
+		return []string{r.Namespace + "/" + r.Labels[names.RegistrationTokenLabel]}, nil
 	})
 	IndexClustersByClientID(clusters.Cache())
 	requests.OnChange(ctx, "cluster-registration-request", h.onChange)
@@ -214,17 +220,38 @@ func (h *handler) grant(ctx context.Context, req *fleet.ClusterRegistrationReque
 	return cluster.Name, nil
 }
 
+// keptRefusedPerToken is how many refused requests of one token the hub keeps for
+// their reasons to be read; beyond it, a refused request is deleted at once, so a
+// token holder's flood costs the hub (and etcd) a bounded amount whatever its rate.
+const keptRefusedPerToken = 100
+
 // expireRefused deletes a refused request once it has been kept for
-// RefusedRetention, and looks at it again then otherwise.
+// RefusedRetention, or at once when its token has more refused requests than
+// keptRefusedPerToken, and looks at it again then otherwise.
 func (h *handler) expireRefused(req *fleet.ClusterRegistrationRequest, refused *fleet.Condition) error {
 	left := refusedLeft(refused, h.settings.RefusedRetention, time.Now())
-	if left > 0 {
+	if left > 0 && h.refusedOfToken(req) <= keptRefusedPerToken {
 		h.requests.EnqueueAfter(req.Namespace, req.Name, left)
 		return nil
 	}
 	uid := req.UID
 	err := h.requests.Delete(req.Namespace, req.Name, &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
 	return ignoreNotFound(err)
+}
+
+// refusedOfToken counts the refused requests in the cache made with req's token.
+func (h *handler) refusedOfToken(req *fleet.ClusterRegistrationRequest) int {
+	siblings, err := h.requests.Cache().GetByIndex(byToken, req.Namespace+"/"+req.Labels[names.RegistrationTokenLabel])
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, r := range siblings {
+		if c := conditions.Get(r.Status.Conditions, fleet.ConditionReady); c != nil && c.Status == corev1.ConditionFalse && c.Reason != "" {
+			n++
+		}
+	}
+	return n
 }
 
 // refusedLeft is how long a request refused as cond says is still to be kept.
