@@ -161,11 +161,11 @@ cluster instead, installing or updating the fleet.cattle.io CRDs there itself.`,
 	cmd.Flags().IntVar(&settings.Workers, "workers", settings.Workers, "concurrent reconciles per kind")
 	cmd.Flags().Float32Var(&qps, "kube-api-qps", 500, "requests per second the hub may send to the Kubernetes API")
 	cmd.Flags().IntVar(&burst, "kube-api-burst", 1000, "burst of requests the hub may send to the Kubernetes API")
-	cmd.Flags().StringVar(&healthProbe, "health-probe-bind-address", ":8081", "address of the /healthz and /readyz endpoints; 0 turns them off")
+	cmd.Flags().StringVar(&healthProbe, "health-probe-bind-address", "127.0.0.1:8081", "address of the /healthz and /readyz endpoints (unauthenticated: loopback by default; :8081 for all interfaces, as a Pod's probes need); 0 turns them off")
 	cmd.Flags().DurationVar(&election.LeaseDuration, "leader-elect-lease-duration", election.LeaseDuration, "how long standby replicas wait after the leader's last renewal before taking over")
 	cmd.Flags().DurationVar(&election.RenewDeadline, "leader-elect-renew-deadline", election.RenewDeadline, "how long the leader keeps trying to renew its Lease before it stops leading")
 	cmd.Flags().DurationVar(&election.RetryPeriod, "leader-elect-retry-period", election.RetryPeriod, "how often replicas try to acquire or renew the Lease")
-	cmd.Flags().StringVar(&metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus /metrics endpoint; 0 turns it off")
+	cmd.Flags().StringVar(&metricsAddr, "metrics-bind-address", "127.0.0.1:8080", "address of the Prometheus /metrics endpoint (unauthenticated: loopback by default; :8080 for all interfaces); 0 turns it off")
 	cp.register(cmd, defaultDataDir("flotilla"), 6443)
 	cmd.AddCommand(newControlPlaneCommand(), newTokenCommand(), newClusterCommand())
 	return cmd

@@ -88,6 +88,12 @@ func Serve(ctx context.Context, addr string, profiling bool) error {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(Registry, promhttp.HandlerOpts{}))
+	if profiling && !loopback(listener.Addr()) {
+		// Profiles are served without authentication: only where just this machine
+		// reaches them.
+		logrus.WithField("address", listener.Addr().String()).Warn("Not serving the hub's Go profiles: --metrics-bind-address is not a loopback address, and profiles are served without authentication")
+		profiling = false
+	}
 	if profiling {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
@@ -107,4 +113,10 @@ func Serve(ctx context.Context, addr string, profiling bool) error {
 	}()
 	logrus.WithField("address", listener.Addr().String()).Info("Serving /metrics")
 	return nil
+}
+
+// loopback says whether addr listens on a loopback address only.
+func loopback(addr net.Addr) bool {
+	tcp, ok := addr.(*net.TCPAddr)
+	return ok && tcp.IP.IsLoopback()
 }
