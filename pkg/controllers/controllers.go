@@ -251,12 +251,19 @@ func ensureFlowControl(ctx context.Context, kube kubernetes.Interface) error {
 	if err == nil {
 		_, err = kube.FlowcontrolV1().FlowSchemas().Apply(ctx, schema, apply)
 	}
+	return optional(err, "the priority level of registration traffic",
+		"Could not apply the priority level of registration traffic (flotilla-registration); registering agents share the API server's workload-low level")
+}
+
+// optional is the error of applying what the hub can run without: nil, after a
+// warning, when the API server lacks the API or the hub may not write it.
+func optional(err error, what, warning string) error {
 	switch {
 	case apierrors.IsForbidden(err) || apierrors.IsNotFound(err):
-		logrus.WithError(err).Warn("Could not apply the priority level of registration traffic (flotilla-registration); registering agents share the API server's workload-low level")
+		logrus.WithError(err).Warn(warning)
 		return nil
 	case err != nil:
-		return fmt.Errorf("applying the priority level of registration traffic: %w", err)
+		return fmt.Errorf("applying %s: %w", what, err)
 	}
 	return nil
 }
@@ -282,14 +289,8 @@ func ensureAdmissionPolicies(ctx context.Context, kube kubernetes.Interface) err
 		}
 		_, err = kube.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Apply(ctx, b, apply)
 	}
-	switch {
-	case apierrors.IsForbidden(err) || apierrors.IsNotFound(err):
-		logrus.WithError(err).Warn("Could not apply the registration admission policies; requests naming another token and agents' other Leases are not refused")
-		return nil
-	case err != nil:
-		return fmt.Errorf("applying the registration admission policies: %w", err)
-	}
-	return nil
+	return optional(err, "the registration admission policies",
+		"Could not apply the registration admission policies; requests naming another token and agents' other Leases are not refused")
 }
 
 func sameRules(a, b *rbacv1.ClusterRole) bool {
