@@ -79,19 +79,19 @@ func (e *TooLargeError) Error() string {
 	return fmt.Sprintf("%s decodes to more than %d bytes, the limit (the hub's --max-bundle-size)", e.What, e.Limit)
 }
 
-// readLimited reads r to its end, or fails with a TooLargeError once more than
-// *budget bytes came out of it; it takes what it read off the budget, so one budget
-// bounds several reads.
-func readLimited(r io.Reader, budget *int64, what string, limit int64) ([]byte, error) {
-	data, err := io.ReadAll(io.LimitReader(r, *budget+1))
+// copyLimited copies r to w, or fails with a TooLargeError (naming what) once more
+// than *budget bytes came out of it; it takes what it copied off the budget, so one
+// budget bounds several copies.
+func copyLimited(w io.Writer, r io.Reader, budget *int64, what string, limit int64) error {
+	n, err := io.Copy(w, io.LimitReader(r, *budget+1))
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if int64(len(data)) > *budget {
-		return nil, &TooLargeError{What: what, Limit: limit}
+	if n > *budget {
+		return &TooLargeError{What: what, Limit: limit}
 	}
-	*budget -= int64(len(data))
-	return data, nil
+	*budget -= n
+	return nil
 }
 
 // Resources reads the resources of a Content back, checking its checksum; the
@@ -102,10 +102,11 @@ func Resources(c *fleet.Content, limit int64) ([]fleet.BundleResource, error) {
 		return nil, fmt.Errorf("content %s: not gzip data: %w", c.Name, err)
 	}
 	budget := limit
-	raw, err := readLimited(zr, &budget, "content "+c.Name, limit)
-	if err != nil {
+	var buf bytes.Buffer
+	if err := copyLimited(&buf, zr, &budget, "content "+c.Name, limit); err != nil {
 		return nil, fmt.Errorf("content %s: %w", c.Name, err)
 	}
+	raw := buf.Bytes()
 	sum := sha256.Sum256(raw)
 	if got := hex.EncodeToString(sum[:]); got != c.SHA256Sum || names.Content(got) != c.Name {
 		return nil, fmt.Errorf("content %s: checksum %s does not match its name and sha256sum %s", c.Name, got, c.SHA256Sum)
@@ -179,13 +180,5 @@ func decodeTo(w io.Writer, r fleet.BundleResource, budget *int64, limit int64) e
 	default:
 		return fmt.Errorf("unknown encoding %q (want \"\", base64 or base64+gz)", r.Encoding)
 	}
-	n, err := io.Copy(w, io.LimitReader(src, *budget+1))
-	if err != nil {
-		return err
-	}
-	if n > *budget {
-		return &TooLargeError{What: "the Bundle's resources", Limit: limit}
-	}
-	*budget -= n
-	return nil
+	return copyLimited(w, src, budget, "the Bundle's resources", limit)
 }

@@ -148,7 +148,6 @@ func (d *Deployer) onChange(key string, bd *fleet.BundleDeployment) (*fleet.Bund
 		// it would replace the agent (and read its identity).
 		err := fmt.Errorf("the release %s/%s is the agent's own; only the cluster's agent bundle deploys it: give the Bundle another helm.releaseName or namespace", releaseNS, releaseName)
 		recordDeploy(bd, status, nil, err, log)
-		status.Ready = false
 		return d.report(bd, status)
 	}
 	cfg, err := d.config(releaseNS)

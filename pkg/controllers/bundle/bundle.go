@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 
@@ -356,24 +357,13 @@ func (h *handler) write(want, have *fleet.BundleDeployment) (*fleet.BundleDeploy
 		// A paused deployment keeps what it has and only learns what is staged.
 		want.Spec.Options, want.Spec.DeploymentID = have.Spec.Options, have.Spec.DeploymentID
 	}
-	if equality.Semantic.DeepEqual(have.Spec, want.Spec) && subset(want.Labels, have.Labels) && !staleReserved(want.Labels, have.Labels) {
+	labels := deploymentLabels(want.Labels, have.Labels)
+	if equality.Semantic.DeepEqual(have.Spec, want.Spec) && maps.Equal(labels, have.Labels) {
 		return have, nil
 	}
 	updated := have.DeepCopy()
 	updated.Spec = want.Spec
-	for k := range updated.Labels {
-		// A reserved label the hub no longer sets (the Bundle stopped being an agent
-		// bundle, or it was copied from a Bundle before reserved labels were filtered).
-		if _, wanted := want.Labels[k]; names.Reserved(k) && !wanted {
-			delete(updated.Labels, k)
-		}
-	}
-	for k, v := range want.Labels {
-		if updated.Labels == nil {
-			updated.Labels = map[string]string{}
-		}
-		updated.Labels[k] = v
-	}
+	updated.Labels = labels
 	bd, err := h.deployments.Update(updated)
 	if err != nil {
 		return nil, fmt.Errorf("updating BundleDeployment %s/%s: %w", want.Namespace, want.Name, err)
@@ -381,23 +371,19 @@ func (h *handler) write(want, have *fleet.BundleDeployment) (*fleet.BundleDeploy
 	return bd, nil
 }
 
-// staleReserved says whether have carries a reserved label that want does not.
-func staleReserved(want, have map[string]string) bool {
-	for k := range have {
-		if _, wanted := want[k]; names.Reserved(k) && !wanted {
-			return true
+// deploymentLabels are the labels a BundleDeployment with labels have should carry:
+// want's, and have's others but for reserved ones the hub no longer sets (the Bundle
+// stopped being an agent bundle, or they were copied from a Bundle before reserved
+// labels were filtered).
+func deploymentLabels(want, have map[string]string) map[string]string {
+	out := make(map[string]string, len(have)+len(want))
+	for k, v := range have {
+		if !names.Reserved(k) {
+			out[k] = v
 		}
 	}
-	return false
-}
-
-func subset(want, have map[string]string) bool {
-	for k, v := range want {
-		if have[k] != v {
-			return false
-		}
-	}
-	return true
+	maps.Copy(out, want)
+	return out
 }
 
 // desired is the BundleDeployment of bundle for one target cluster.

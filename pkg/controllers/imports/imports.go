@@ -375,8 +375,7 @@ func (h *handler) downstreamConfig(cluster *fleet.Cluster, secret *corev1.Secret
 	// Every connection to the downstream cluster goes through this dialer, so that
 	// they can all be closed once the agent is deployed, and each is checked against
 	// the address policy as it is made.
-	policy := h.settings.Addresses
-	dialer := connrotation.NewDialer((&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second, Control: policy.Control}).DialContext)
+	dialer := connrotation.NewDialer((&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second, Control: h.settings.Addresses.Control}).DialContext)
 	cfg.Dial = dialer.DialContext
 	h.forget(key)
 	h.mu.Lock()

@@ -36,8 +36,9 @@ import (
 // ByClientID indexes Clusters and requests by "<namespace>/<clientID>".
 const ByClientID = "fleet.cattle.io/by-client-id"
 
-// byToken indexes requests by "<namespace>/<token>" of the token they name.
-const byToken = "fleet.cattle.io/by-registration-token"
+// refusedByToken indexes refused requests by "<namespace>/<token>" of the token
+// they name.
+const refusedByToken = "fleet.cattle.io/refused-by-registration-token"
 
 // Settings are what a granted credential carries.
 type Settings struct {
@@ -74,7 +75,10 @@ func Register(ctx context.Context, settings Settings, requests fleetcontrollers.
 	requests.Cache().AddIndexer(ByClientID, func(r *fleet.ClusterRegistrationRequest) ([]string, error) {
 		return []string{r.Namespace + "/" + r.Spec.ClientID}, nil
 	})
-	requests.Cache().AddIndexer(byToken, func(r *fleet.ClusterRegistrationRequest) ([]string, error) {
+	requests.Cache().AddIndexer(refusedByToken, func(r *fleet.ClusterRegistrationRequest) ([]string, error) {
+		if refusedCondition(r) == nil {
+			return nil, nil
+		}
 		return []string{r.Namespace + "/" + r.Labels[names.RegistrationTokenLabel]}, nil
 	})
 	IndexClustersByClientID(clusters.Cache())
@@ -109,7 +113,7 @@ func (h *handler) onChange(_ string, req *fleet.ClusterRegistrationRequest) (*fl
 		// clientID left behind, retried until done.
 		return req, h.removeOlderRequests(req)
 	}
-	if c := conditions.Get(req.Status.Conditions, fleet.ConditionReady); c != nil && c.Status == corev1.ConditionFalse && c.Reason != "" {
+	if c := refusedCondition(req); c != nil {
 		// Refused before; the spec of a request does not change, so neither would the
 		// answer. It is kept for a while for people to read, then deleted, so that
 		// refused requests do not pile up.
@@ -124,7 +128,6 @@ func (h *handler) onChange(_ string, req *fleet.ClusterRegistrationRequest) (*fl
 		h.events.Event(req, corev1.EventTypeWarning, refused.reason, refused.message)
 		updated := req.DeepCopy()
 		conditions.Set(&updated.Status.Conditions, fleet.ConditionReady, corev1.ConditionFalse, refused.reason, refused.message)
-		h.requests.EnqueueAfter(req.Namespace, req.Name, h.settings.RefusedRetention)
 		return h.requests.UpdateStatus(updated)
 	}
 	if err != nil {
@@ -241,17 +244,19 @@ func (h *handler) expireRefused(req *fleet.ClusterRegistrationRequest, refused *
 
 // refusedOfToken counts the refused requests in the cache made with req's token.
 func (h *handler) refusedOfToken(req *fleet.ClusterRegistrationRequest) int {
-	siblings, err := h.requests.Cache().GetByIndex(byToken, req.Namespace+"/"+req.Labels[names.RegistrationTokenLabel])
+	refused, err := h.requests.Cache().GetByIndex(refusedByToken, req.Namespace+"/"+req.Labels[names.RegistrationTokenLabel])
 	if err != nil {
 		return 0
 	}
-	n := 0
-	for _, r := range siblings {
-		if c := conditions.Get(r.Status.Conditions, fleet.ConditionReady); c != nil && c.Status == corev1.ConditionFalse && c.Reason != "" {
-			n++
-		}
+	return len(refused)
+}
+
+// refusedCondition is the Ready condition of a request the hub refused, or nil.
+func refusedCondition(req *fleet.ClusterRegistrationRequest) *fleet.Condition {
+	if c := conditions.Get(req.Status.Conditions, fleet.ConditionReady); c != nil && c.Status == corev1.ConditionFalse && c.Reason != "" {
+		return c
 	}
-	return n
+	return nil
 }
 
 // refusedLeft is how long a request refused as cond says is still to be kept.
