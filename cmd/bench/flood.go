@@ -16,7 +16,6 @@ import (
 	fleet "github.com/flotilla/flotilla/pkg/apis/fleet.cattle.io/v1alpha1"
 	"github.com/flotilla/flotilla/pkg/conditions"
 	"github.com/flotilla/flotilla/pkg/generated/clientset/versioned"
-	"github.com/flotilla/flotilla/pkg/names"
 	"github.com/flotilla/flotilla/pkg/registration"
 )
 
@@ -28,7 +27,7 @@ const floodRetention = 30 * time.Second
 // requests for as many new clusters, 16 at a time, as fast as the API server lets it.
 // It prints the hub's resident memory before, at its peak while refusing them, and
 // once the hub has deleted the refused requests (beyond the 100 per token it keeps,
-// at once; those, after --refused-request-retention 30s), and the most requests of
+// at once; those, after --request-retention 30s), and the most requests of
 // the token it saw at once.
 func requestFlood(o options) error {
 	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
@@ -38,7 +37,7 @@ func requestFlood(o options) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	o.hubArgs = append(o.hubArgs, "--refused-request-retention="+floodRetention.String())
+	o.hubArgs = append(o.hubArgs, "--request-retention="+floodRetention.String())
 	f, err := startFixture(ctx, o, dir)
 	if err != nil {
 		return err
@@ -63,14 +62,19 @@ func requestFlood(o options) error {
 		return err
 	}
 
+	// Signed as an agent signs, so that each request is refused for the token's
+	// limit, as a real holder's would be, not for a missing signature.
+	key, err := registration.NewAgentKey()
+	if err != nil {
+		return err
+	}
 	start := time.Now()
 	var created, throttled, failed atomic.Int64
 	workqueue.ParallelizeUntil(ctx, 16, o.clusters, func(i int) {
-		clientID := fmt.Sprintf("flood-%06d", i)
-		_, err := holder.FleetV1alpha1().ClusterRegistrationRequests(workspace).Create(ctx, &fleet.ClusterRegistrationRequest{
-			ObjectMeta: metav1.ObjectMeta{GenerateName: "request-", Labels: map[string]string{names.RegistrationTokenLabel: "bench"}},
-			Spec:       fleet.ClusterRegistrationRequestSpec{ClientID: clientID, ClientRandom: names.Hash(32, clientID)},
-		}, metav1.CreateOptions{})
+		req, _, err := registration.NewRequest(workspace, "bench", fmt.Sprintf("flood-%06d", i), nil, key)
+		if err == nil {
+			_, err = holder.FleetV1alpha1().ClusterRegistrationRequests(workspace).Create(ctx, req, metav1.CreateOptions{})
+		}
 		switch {
 		case err == nil:
 			created.Add(1)

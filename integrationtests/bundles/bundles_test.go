@@ -48,8 +48,7 @@ func register(t *testing.T, hub *framework.Hub, labels map[string]string, extra 
 	}
 	for _, d := range out {
 		framework.Eventually(t, d.Name+" to register", timeout, func(ctx context.Context) error {
-			_, err := d.Client().CoreV1().Secrets(names.SystemNamespace).Get(ctx, names.AgentIdentitySecret, framework.Get)
-			return err
+			return framework.Registered(ctx, d.Cluster)
 		})
 		d.cluster = framework.Identity(t, d.Cluster).ClusterName
 	}

@@ -60,11 +60,26 @@ func (c *Cluster) Fleet() versioned.Interface {
 // values.yaml once the hub has written it, as the seed's commands fetch it.
 func (h *Hub) CreateToken(namespace, name, ttl string) string {
 	h.t.Helper()
+	return h.createToken(namespace, name, ttl, "")
+}
+
+// CreateBoundToken is CreateToken for a token bound to Cluster cluster (label
+// fleet.cattle.io/cluster), which registers that Cluster only, with any agent key.
+func (h *Hub) CreateBoundToken(namespace, name, cluster string) string {
+	h.t.Helper()
+	return h.createToken(namespace, name, "", cluster)
+}
+
+func (h *Hub) createToken(namespace, name, ttl, cluster string) string {
+	h.t.Helper()
 	if _, err := h.Kubectl("", "get", "namespace", namespace); err != nil {
 		h.MustKubectl("", "create", "namespace", namespace)
 	}
 	manifest := "kind: ClusterRegistrationToken\napiVersion: fleet.cattle.io/v1alpha1\nmetadata:\n  name: " + name +
 		"\n  namespace: " + namespace + "\n"
+	if cluster != "" {
+		manifest += "  labels:\n    fleet.cattle.io/cluster: " + cluster + "\n"
+	}
 	if ttl != "" {
 		manifest += "spec:\n  ttl: " + ttl + "\n"
 	}
@@ -122,6 +137,19 @@ func ReadValues(path string) (registration.Values, error) {
 	}
 	err = yaml.Unmarshal(data, &v)
 	return v, err
+}
+
+// Registered says whether the agent of ds has stored an identity: its fleet-agent
+// Secret holds a token (before that it may hold only the agent's key).
+func Registered(ctx context.Context, ds *Cluster) error {
+	secret, err := ds.Client().CoreV1().Secrets("cattle-fleet-system").Get(ctx, "fleet-agent", Get)
+	if err != nil {
+		return err
+	}
+	if len(secret.Data["token"]) == 0 {
+		return fmt.Errorf("%s: the identity Secret holds no credential yet", ds.Name)
+	}
+	return nil
 }
 
 // Identity reads the cluster identity the agent stored in ds's fleet-agent Secret.

@@ -126,7 +126,7 @@ func TestHubDeploysTheAgentWithAKubeconfigSecret(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			if string(secret.Data["token"]) == cred.Token {
+			if token := string(secret.Data["token"]); token == "" || token == cred.Token {
 				return fmt.Errorf("identity not replaced yet")
 			}
 			return nil

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/flotilla/flotilla/integrationtests/framework"
 	fleet "github.com/flotilla/flotilla/pkg/apis/fleet.cattle.io/v1alpha1"
@@ -18,12 +19,55 @@ import (
 	"github.com/flotilla/flotilla/pkg/registration"
 )
 
-// sendRequest creates a request as an agent with token's values would.
-func sendRequest(ctx context.Context, client versioned.Interface, token, clientID string, labels map[string]string) (*fleet.ClusterRegistrationRequest, error) {
-	return client.FleetV1alpha1().ClusterRegistrationRequests(workspace).Create(ctx, &fleet.ClusterRegistrationRequest{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: "request-", Labels: map[string]string{names.RegistrationTokenLabel: token}},
-		Spec:       fleet.ClusterRegistrationRequestSpec{ClientID: clientID, ClientRandom: names.Hash(32, clientID, fmt.Sprint(len(labels)), token), ClusterLabels: labels},
-	}, metav1.CreateOptions{})
+// sendRequest creates a request as an agent with token's values and key would, and
+// returns the one-time key its answer opens with.
+func sendRequest(ctx context.Context, client versioned.Interface, token, clientID string, labels map[string]string, key registration.AgentKey) (*fleet.ClusterRegistrationRequest, *registration.Opener, error) {
+	req, opener, err := registration.NewRequest(workspace, token, clientID, labels, key)
+	if err != nil {
+		return nil, nil, err
+	}
+	created, err := client.FleetV1alpha1().ClusterRegistrationRequests(workspace).Create(ctx, req, metav1.CreateOptions{})
+	return created, opener, err
+}
+
+// unreadAnswer has a new cluster register with the token of valuesFile and waits for
+// the grant, without picking up the credential as an agent would, so its answer
+// Secret stays in the registration namespace.
+func unreadAnswer(t *testing.T, hub *framework.Hub, valuesFile, clientID string) *fleet.ClusterRegistrationRequest {
+	t.Helper()
+	values, err := framework.ReadValues(valuesFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, client := asIdentity(t, hub, values.Token)
+	req, _, err := sendRequest(context.Background(), client, values.TokenName, clientID, nil, newKey(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if granted, reason := waitAnswer(t, hub, req.Name); !granted {
+		t.Fatalf("a new cluster was refused: %s", reason)
+	}
+	return req
+}
+
+// newKey is a fresh agent key.
+func newKey(t *testing.T) registration.AgentKey {
+	t.Helper()
+	key, err := registration.NewAgentKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return key
+}
+
+// openAnswer reads the answer Secret of req, as the agent that sent it.
+func openAnswer(ctx context.Context, t *testing.T, kube kubernetes.Interface, req *fleet.ClusterRegistrationRequest, opener *registration.Opener) (registration.Credential, error) {
+	t.Helper()
+	secret, err := kube.CoreV1().Secrets(names.RegistrationNamespace).Get(ctx, names.CredentialSecret(req.Spec.ClientID, req.Spec.ClientRandom), framework.Get)
+	if err != nil {
+		return registration.Credential{}, err
+	}
+	return registration.OpenAnswer(secret.Data, opener, req.Spec.ClientID, req.Spec.ClientRandom)
 }
 
 // waitAnswer waits for the hub's answer to request name: granted, or refused with a reason.
@@ -55,7 +99,7 @@ func waitAnswer(t *testing.T, hub *framework.Hub, name string) (granted bool, re
 // legitimate registrations keep working.
 func TestTokenHoldersInputIsBounded(t *testing.T) {
 	t.Parallel()
-	hub := framework.StartHub(t, "--refused-request-retention=15s")
+	hub := framework.StartHub(t, "--request-retention=15s")
 	values, err := framework.ReadValues(hub.CreateToken(workspace, "single-use", "1h"))
 	if err != nil {
 		t.Fatal(err)
@@ -67,12 +111,13 @@ spec: {ttl: 1h, maxRegistrations: 1}
 `, "apply", "-f", "-")
 	_, client := asIdentity(t, hub, values.Token)
 	ctx := context.Background()
+	key := newKey(t)
 
 	many := map[string]string{}
 	for i := 0; i < 15000; i++ {
 		many[fmt.Sprintf("label-%05d", i)] = "x"
 	}
-	if _, err := sendRequest(ctx, client, "single-use", "flood", many); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "must have at most 64 items") {
+	if _, _, err := sendRequest(ctx, client, "single-use", "flood", many, key); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "must have at most 64 items") {
 		t.Fatalf("a request with 15,000 labels: %v, want it refused by the API server as invalid", err)
 	}
 	for _, labels := range []map[string]string{
@@ -80,7 +125,7 @@ spec: {ttl: 1h, maxRegistrations: 1}
 		{"k": strings.Repeat("v", 64)},
 		{"-bad/k": "v"},
 	} {
-		if _, err := sendRequest(ctx, client, "single-use", "bad-labels", labels); !apierrors.IsInvalid(err) {
+		if _, _, err := sendRequest(ctx, client, "single-use", "bad-labels", labels, key); !apierrors.IsInvalid(err) {
 			t.Fatalf("a request with labels %v: %v, want it refused as invalid", labels, err)
 		}
 	}
@@ -89,7 +134,7 @@ spec: {ttl: 1h, maxRegistrations: 1}
 	for i := 0; i < 64; i++ {
 		sixtyFour[fmt.Sprintf("example.com/label-%02d", i)] = strings.Repeat("v", 63)
 	}
-	first, err := sendRequest(ctx, client, "single-use", "first", sixtyFour)
+	first, _, err := sendRequest(ctx, client, "single-use", "first", sixtyFour, key)
 	if err != nil {
 		t.Fatalf("a request with 64 valid labels: %v", err)
 	}
@@ -101,7 +146,7 @@ spec: {ttl: 1h, maxRegistrations: 1}
 		t.Fatalf("the first cluster has %d labels (err=%v), want 64", len(cluster.Labels), err)
 	}
 
-	second, err := sendRequest(ctx, client, "single-use", "second", nil)
+	second, _, err := sendRequest(ctx, client, "single-use", "second", nil, newKey(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,8 +156,8 @@ spec: {ttl: 1h, maxRegistrations: 1}
 	if _, err := hub.Fleet().FleetV1alpha1().Clusters(workspace).Get(ctx, names.ClusterForClientID("second"), framework.Get); !apierrors.IsNotFound(err) {
 		t.Fatalf("a Cluster was made for the refused request: %v", err)
 	}
-	// The first cluster registering again takes no second place.
-	again, err := sendRequest(ctx, client, "single-use", "first", map[string]string{"again": "true"})
+	// The first cluster registering again (with its key) takes no second place.
+	again, _, err := sendRequest(ctx, client, "single-use", "first", map[string]string{"again": "true"}, key)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,16 +169,20 @@ spec: {ttl: 1h, maxRegistrations: 1}
 		t.Fatalf("token status %+v (err=%v), want the first cluster's clientID hash only", token.Status, err)
 	}
 
-	// The refused request is deleted once it has been kept for the retention.
-	framework.Eventually(t, "the refused request to be deleted", timeout, func(ctx context.Context) error {
-		_, err := hub.Fleet().FleetV1alpha1().ClusterRegistrationRequests(workspace).Get(ctx, second.Name, framework.Get)
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		return fmt.Errorf("still there (err=%v)", err)
-	})
-	if _, err := hub.Fleet().FleetV1alpha1().ClusterRegistrationRequests(workspace).Get(ctx, again.Name, framework.Get); err != nil {
-		t.Fatalf("the granted request was deleted too: %v", err)
+	// Answered requests, refused and granted, are deleted with their answer Secrets
+	// once they have been kept for the retention.
+	for _, req := range []*fleet.ClusterRegistrationRequest{second, again} {
+		framework.Eventually(t, "request "+req.Spec.ClientID+" and its answer to be deleted", timeout, func(ctx context.Context) error {
+			_, err := hub.Fleet().FleetV1alpha1().ClusterRegistrationRequests(workspace).Get(ctx, req.Name, framework.Get)
+			_, secretErr := hub.Client().CoreV1().Secrets(names.RegistrationNamespace).Get(ctx, names.CredentialSecret(req.Spec.ClientID, req.Spec.ClientRandom), framework.Get)
+			if apierrors.IsNotFound(err) && apierrors.IsNotFound(secretErr) {
+				return nil
+			}
+			return fmt.Errorf("still there (request: %v, answer: %v)", err, secretErr)
+		})
+	}
+	if _, err := hub.Fleet().FleetV1alpha1().Clusters(workspace).Get(ctx, names.ClusterForClientID("first"), framework.Get); err != nil {
+		t.Fatalf("the Cluster went with its request: %v", err)
 	}
 }
 
@@ -152,7 +201,7 @@ func TestRequestsNameTheirOwnTokenAndAgentsTheirOwnLease(t *testing.T) {
 	kube, client := asIdentity(t, hub, values.Token)
 	ctx := context.Background()
 
-	_, err = sendRequest(ctx, client, "other", "posing", nil)
+	_, _, err = sendRequest(ctx, client, "other", "posing", nil, newKey(t))
 	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "must name the token it is made with") {
 		t.Fatalf("a request labelled with another token: %v, want it forbidden", err)
 	}
@@ -176,18 +225,14 @@ func TestRequestsNameTheirOwnTokenAndAgentsTheirOwnLease(t *testing.T) {
 		t.Fatalf("a request with 200 KiB of annotations: %v, want it forbidden", err)
 	}
 
-	req, err := sendRequest(ctx, client, "mine", "honest", nil)
+	req, opener, err := sendRequest(ctx, client, "mine", "honest", nil, newKey(t))
 	if err != nil {
 		t.Fatalf("a request labelled with its own token: %v", err)
 	}
 	if granted, reason := waitAnswer(t, hub, req.Name); !granted {
 		t.Fatalf("the honest request was refused: %s", reason)
 	}
-	secret, err := kube.CoreV1().Secrets(names.RegistrationNamespace).Get(ctx, names.CredentialSecret("honest", req.Spec.ClientRandom), framework.Get)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cred, err := registration.CredentialFromSecretData(secret.Data)
+	cred, err := openAnswer(ctx, t, kube, req, opener)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -45,10 +45,23 @@ func waitRegistered(t *testing.T, ds *framework.Cluster) registration.Credential
 		if _, err := client.CoreV1().Secrets(names.SystemNamespace).Get(ctx, names.AgentBootstrapSecret, framework.Get); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("bootstrap Secret still there (err=%v)", err)
 		}
-		_, err := client.CoreV1().Secrets(names.SystemNamespace).Get(ctx, names.AgentIdentitySecret, framework.Get)
-		return err
+		return framework.Registered(ctx, ds)
 	})
 	return identity(t, ds)
+}
+
+// waitAgentBundleDeployed waits until the agent bundle has upgraded the agent's
+// release once: Helm then deletes the bootstrap Secret of the chart's first revision,
+// and a bootstrap Secret a test creates before that would go with it.
+func waitAgentBundleDeployed(t *testing.T, ds *framework.Cluster) {
+	t.Helper()
+	framework.Eventually(t, "the agent bundle to upgrade the agent's release", timeout, func(ctx context.Context) error {
+		releases, err := ds.Client().CoreV1().Secrets(names.SystemNamespace).List(ctx, metav1.ListOptions{LabelSelector: "owner=helm,name=" + names.AgentRelease + ",status=deployed"})
+		if err != nil || len(releases.Items) != 1 || releases.Items[0].Labels["version"] == "1" {
+			return fmt.Errorf("not yet (%d deployed releases, err=%v)", len(releases.Items), err)
+		}
+		return nil
+	})
 }
 
 // waitReady waits until the Cluster is Ready, and returns it.
@@ -259,6 +272,7 @@ func TestReRegisteringLeavesOneSetOfObjects(t *testing.T) {
 	framework.StartAgent(t, ds)
 	first := waitRegistered(t, ds)
 	ctx := context.Background()
+	waitAgentBundleDeployed(t, ds)
 
 	previous := first
 	for i := 0; i < 20; i++ {
@@ -306,8 +320,11 @@ func TestReRegisteringLeavesOneSetOfObjects(t *testing.T) {
 		counts := countRegistrationObjects(ctx, t, hub, first)
 		for what, n := range counts {
 			want := 1
-			if what == "credential roles and rolebindings" {
+			switch what {
+			case "credential roles and rolebindings":
 				want = 0 // a registration adds no RBAC there: one binding per token
+			case "credential secrets":
+				want = 0 // the agent deletes its credential once it has read it
 			}
 			if n != want {
 				return fmt.Errorf("%d %s, want %d (all: %v)", n, what, want, counts)
@@ -465,11 +482,10 @@ func testIdentitiesAreIsolated(t *testing.T, hub *framework.Hub, rbacObjects int
 	_, forbidden["patch B's Cluster status"] = fleetA.FleetV1alpha1().Clusters(workspace).Patch(ctx, credB.ClusterName, types.MergePatchType, patch, metav1.PatchOptions{}, "status")
 	_, forbidden["patch its own Cluster spec"] = fleetA.FleetV1alpha1().Clusters(workspace).Patch(ctx, credA.ClusterName, types.MergePatchType, []byte(`{"spec":{"paused":true}}`), metav1.PatchOptions{})
 	_, forbidden["list Clusters"] = fleetA.FleetV1alpha1().Clusters(workspace).List(ctx, metav1.ListOptions{})
-	secrets, err := hub.Client().CoreV1().Secrets(names.RegistrationNamespace).List(ctx, metav1.ListOptions{LabelSelector: names.ClusterLabel + "=" + credB.ClusterName})
-	if err != nil || len(secrets.Items) != 1 {
-		t.Fatalf("B's credential Secret: %v (%d found)", err, len(secrets.Items))
-	}
-	secretB := secrets.Items[0].Name
+	// Agents delete their credential Secret once read: a third request, left
+	// unread, stands for one.
+	unread := unreadAnswer(t, hub, values, "unread")
+	secretB := names.CredentialSecret(unread.Spec.ClientID, unread.Spec.ClientRandom)
 	registrationValues, err := framework.ReadValues(values)
 	if err != nil {
 		t.Fatal(err)
@@ -486,7 +502,7 @@ func testIdentitiesAreIsolated(t *testing.T, hub *framework.Hub, rbacObjects int
 	if w != nil {
 		w.Stop()
 	}
-	_, forbidden["get B's credential Secret"] = kubeA.CoreV1().Secrets(names.RegistrationNamespace).Get(ctx, secretB, framework.Get)
+	_, forbidden["get another cluster's credential Secret"] = kubeA.CoreV1().Secrets(names.RegistrationNamespace).Get(ctx, secretB, framework.Get)
 	_, forbidden["list Secrets of its own namespace"] = kubeA.CoreV1().Secrets(credA.DeploymentNamespace).List(ctx, metav1.ListOptions{})
 	_, forbidden["get a Secret in kube-system"] = kubeA.CoreV1().Secrets("kube-system").Get(ctx, "anything", framework.Get)
 	_, forbidden["list Secrets of the workspace"] = kubeA.CoreV1().Secrets(workspace).List(ctx, metav1.ListOptions{})

@@ -86,8 +86,8 @@ func TestKillingTheLeaderDuringRegistrations(t *testing.T) {
 		}
 		return nil
 	})
-	// Nothing twice: one Cluster per clientID, one identity namespace per Cluster,
-	// one credential Secret per Cluster.
+	// Nothing twice: one Cluster per clientID, one identity namespace per Cluster;
+	// and no credential Secret left once each agent has read its own.
 	list, err := host.Fleet().FleetV1alpha1().Clusters(workspace).List(context.Background(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -101,11 +101,11 @@ func TestKillingTheLeaderDuringRegistrations(t *testing.T) {
 			t.Errorf("clientID %s has %d Clusters", id, count)
 		}
 	}
-	secrets, err := host.Client().CoreV1().Secrets(names.RegistrationNamespace).List(context.Background(), metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(secrets.Items) != n {
-		t.Errorf("%d credential Secrets, want %d", len(secrets.Items), n)
-	}
+	framework.Eventually(t, "every credential Secret deleted by its agent", timeout, func(ctx context.Context) error {
+		secrets, err := host.Client().CoreV1().Secrets(names.RegistrationNamespace).List(ctx, metav1.ListOptions{})
+		if err != nil || len(secrets.Items) != 0 {
+			return fmt.Errorf("%d credential Secrets left (err=%v)", len(secrets.Items), err)
+		}
+		return nil
+	})
 }

@@ -2,6 +2,8 @@ package agent
 
 import (
 	"context"
+	"errors"
+	"reflect"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -49,6 +51,12 @@ func Run(ctx context.Context, cfg Config) error {
 		case <-bootstrapAdded:
 		default:
 		}
+		// One created since the registration deleted its own would have been drained
+		// with it: look once.
+		if values, err := d.Bootstrap(ctx); err == nil && values != nil {
+			log.Info("A new bootstrap Secret appeared; registering again")
+			continue
+		}
 		session, cancel := context.WithCancel(ctx)
 		go func() {
 			select {
@@ -73,15 +81,26 @@ func Run(ctx context.Context, cfg Config) error {
 // attempt and retried with backoff; it returns nil only when ctx ends.
 func obtainIdentity(ctx context.Context, d registration.Downstream, bootstrapAdded <-chan struct{}, log logrus.FieldLogger) *registration.Credential {
 	backoff := wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.2, Steps: 1 << 30, Cap: 5 * time.Minute}
+	var lastRefusal string
 	for {
 		cred, err := tryIdentity(ctx, d, log)
 		if cred != nil {
 			return cred
 		}
-		if err != nil {
+		delay := backoff.Step()
+		var refused *registration.RefusedError
+		switch {
+		case errors.As(err, &refused):
+			// Asking again soon would be refused again: a person must act first (the
+			// message says what), and a new bootstrap Secret retries at once.
+			if refused.Error() != lastRefusal {
+				log.Error(refused.Error())
+				lastRefusal = refused.Error()
+			}
+			delay = refusedRetry
+		case err != nil:
 			log.WithError(err).Error("Cannot obtain the cluster identity; will retry")
 		}
-		delay := backoff.Step()
 		select {
 		case <-ctx.Done():
 			return nil
@@ -91,6 +110,10 @@ func obtainIdentity(ctx context.Context, d registration.Downstream, bootstrapAdd
 		}
 	}
 }
+
+// refusedRetry is how long an agent whose registration the hub refused waits before
+// asking again, unless a new bootstrap Secret arrives first.
+const refusedRetry = 15 * time.Minute
 
 func tryIdentity(ctx context.Context, d registration.Downstream, log logrus.FieldLogger) (*registration.Credential, error) {
 	values, err := d.Bootstrap(ctx)
@@ -209,9 +232,16 @@ func startDeployer(ctx context.Context, cfg Config, cred registration.Credential
 	return dep, nil
 }
 
-// watchBootstrap signals each time the bootstrap Secret is created.
+// watchBootstrap signals each time the bootstrap Secret is created, or its values
+// change (helm upgrade of a Secret the hub refused, which the agent keeps).
 func watchBootstrap(ctx context.Context, client kubernetes.Interface, namespace string) <-chan struct{} {
 	added := make(chan struct{}, 1)
+	signal := func() {
+		select {
+		case added <- struct{}{}:
+		default:
+		}
+	}
 	factory := informers.NewSharedInformerFactoryWithOptions(client, 10*time.Minute,
 		informers.WithNamespace(namespace),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
@@ -222,10 +252,14 @@ func watchBootstrap(ctx context.Context, client kubernetes.Interface, namespace 
 		AddFunc: func(obj interface{}) {
 			// Secrets listed at start-up are handled by obtainIdentity itself.
 			if _, ok := obj.(*corev1.Secret); ok && informer.HasSynced() {
-				select {
-				case added <- struct{}{}:
-				default:
-				}
+				signal()
+			}
+		},
+		UpdateFunc: func(oldObj, newObj interface{}) {
+			before, ok1 := oldObj.(*corev1.Secret)
+			after, ok2 := newObj.(*corev1.Secret)
+			if ok1 && ok2 && !reflect.DeepEqual(before.Data, after.Data) {
+				signal()
 			}
 		},
 	})

@@ -64,8 +64,8 @@ type Settings struct {
 	// KubeconfigSecretNamespaces are the namespaces, besides a Cluster's own, that
 	// spec.kubeConfigSecretNamespace may name.
 	KubeconfigSecretNamespaces []string
-	// RefusedRequestRetention is how long a refused registration request is kept.
-	RefusedRequestRetention time.Duration
+	// RequestRetention is how long an answered registration request is kept.
+	RequestRetention time.Duration
 	// MaxBundleSize bounds what a Bundle's resources decode to.
 	MaxBundleSize int64
 	// ImportAddresses decides which addresses the hub may connect to for an
@@ -85,13 +85,13 @@ type Settings struct {
 // DefaultSettings are the settings the hub's flags default to.
 func DefaultSettings() Settings {
 	return Settings{
-		ClusterTokenTTL:         24 * time.Hour,
-		NoTTLTokenLifetime:      365 * 24 * time.Hour,
-		Workers:                 20,
-		ImportTokenTTL:          time.Hour,
-		ClusterOfflineAfter:     2 * time.Minute,
-		MaxBundleSize:           content.DefaultMaxSize,
-		RefusedRequestRetention: time.Hour,
+		ClusterTokenTTL:     24 * time.Hour,
+		NoTTLTokenLifetime:  365 * 24 * time.Hour,
+		Workers:             20,
+		ImportTokenTTL:      time.Hour,
+		ClusterOfflineAfter: 2 * time.Minute,
+		MaxBundleSize:       content.DefaultMaxSize,
+		RequestRetention:    time.Hour,
 	}
 }
 
@@ -172,7 +172,7 @@ func (m *Manager) Start(ctx context.Context) error {
 		APIServerURL: m.settings.APIServerURL, APIServerCA: m.settings.APIServerCA,
 		ClusterTokenTTL: m.settings.ClusterTokenTTL, AgentTokenRenewAfter: m.settings.AgentTokenRenewAfter,
 		APIServerAuthorizesIdentities: m.settings.APIServerAuthorizesIdentities,
-		RefusedRetention:              m.settings.RefusedRequestRetention,
+		RequestRetention:              m.settings.RequestRetention,
 	}, fleet.ClusterRegistrationRequest(), fleet.Cluster(), fleet.ClusterRegistrationToken(), namespaces, kube, events)
 	cluster.Register(ctx, cluster.Settings{OfflineAfter: m.settings.ClusterOfflineAfter},
 		fleet.Cluster(), fleet.ClusterRegistrationRequest(), fleet.BundleDeployment(), leases, namespaces, kube, events)

@@ -54,6 +54,15 @@ const (
 	// RegistrationTokenLabel is set by the agent on its request to name the token it
 	// registers with.
 	RegistrationTokenLabel = "fleet.cattle.io/registration-token"
+	// AgentKeyAnnotation, on a Cluster, is the fingerprint of the key its agent
+	// registered with; later registrations must prove that key.
+	AgentKeyAnnotation = "fleet.cattle.io/agent-key"
+	// AgentKeyProofAnnotation, on a Cluster, is the request that last proved the key
+	// and its signing time ("<request> <RFC 3339 time>"); only later ones are accepted.
+	AgentKeyProofAnnotation = "fleet.cattle.io/agent-key-proof"
+	// AnswerReaderAnnotation, on the Secret answering a registration request, is the
+	// user name of the token ServiceAccount that may delete it once read.
+	AnswerReaderAnnotation = "fleet.cattle.io/answer-reader"
 	// RequestLabel names the ClusterRegistrationRequest an object was made for.
 	RequestLabel = "fleet.cattle.io/cluster-registration"
 	// ClientIDHashLabel is the hash of a clientID, for finding what belongs to it.

@@ -126,6 +126,10 @@ func (d Downstream) Identity(ctx context.Context) (*Credential, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading Secret %s/%s: %w", d.Namespace, names.AgentIdentitySecret, err)
 	}
+	if len(secret.Data[credToken]) == 0 {
+		// Only the agent's key, kept from a registration that has not finished.
+		return nil, nil
+	}
 	cred, err := CredentialFromSecretData(secret.Data)
 	if err != nil {
 		return nil, fmt.Errorf("Secret %s/%s: %w", d.Namespace, names.AgentIdentitySecret, err)
@@ -133,7 +137,59 @@ func (d Downstream) Identity(ctx context.Context) (*Credential, error) {
 	return &cred, nil
 }
 
-// StoreIdentity writes cred to the fleet-agent Secret, creating or replacing it.
+// agentKeyField is the key of the identity Secret that holds the agent's private key.
+const agentKeyField = "agentKey"
+
+// Key returns the agent's key from its identity Secret, making and storing one
+// first if there is none. It is stored before any request is sent with it, so a
+// registration cut short is retried with the key the hub may already have recorded.
+func (d Downstream) Key(ctx context.Context) (AgentKey, error) {
+	secrets := d.Client.CoreV1().Secrets(d.Namespace)
+	for attempt := 0; ; attempt++ {
+		secret, err := secrets.Get(ctx, names.AgentIdentitySecret, metav1.GetOptions{})
+		found := err == nil
+		if err != nil && !apierrors.IsNotFound(err) {
+			return AgentKey{}, fmt.Errorf("reading Secret %s/%s: %w", d.Namespace, names.AgentIdentitySecret, err)
+		}
+		if found && len(secret.Data[agentKeyField]) > 0 {
+			key, err := ParseAgentKey(secret.Data[agentKeyField])
+			if err != nil {
+				return AgentKey{}, fmt.Errorf("Secret %s/%s: %w; delete the Secret to make a new key, then allow the cluster to register again on the hub (docs/registration.md)",
+					d.Namespace, names.AgentIdentitySecret, err)
+			}
+			return key, nil
+		}
+		key, err := NewAgentKey()
+		if err != nil {
+			return AgentKey{}, err
+		}
+		if !found {
+			_, err = secrets.Create(ctx, &corev1.Secret{
+				ObjectMeta: metav1.ObjectMeta{Name: names.AgentIdentitySecret, Namespace: d.Namespace},
+				Type:       names.IdentitySecretType,
+				Data:       map[string][]byte{agentKeyField: key.PEM()},
+			}, metav1.CreateOptions{})
+		} else {
+			if secret.Data == nil {
+				secret.Data = map[string][]byte{}
+			}
+			secret.Data[agentKeyField] = key.PEM()
+			// With the read resourceVersion: two agents at once keep one key.
+			_, err = secrets.Update(ctx, secret, metav1.UpdateOptions{})
+		}
+		switch {
+		case err == nil:
+			return key, nil
+		case (apierrors.IsAlreadyExists(err) || apierrors.IsConflict(err)) && attempt < 3:
+			continue
+		default:
+			return AgentKey{}, fmt.Errorf("storing the agent key in Secret %s/%s: %w", d.Namespace, names.AgentIdentitySecret, err)
+		}
+	}
+}
+
+// StoreIdentity writes cred to the fleet-agent Secret, creating or replacing it, and
+// keeps the agent's key there.
 func (d Downstream) StoreIdentity(ctx context.Context, cred Credential) error {
 	secrets := d.Client.CoreV1().Secrets(d.Namespace)
 	desired := &corev1.Secret{
@@ -142,6 +198,9 @@ func (d Downstream) StoreIdentity(ctx context.Context, cred Credential) error {
 		Data:       cred.SecretData(),
 	}
 	existing, err := secrets.Get(ctx, names.AgentIdentitySecret, metav1.GetOptions{})
+	if err == nil && len(existing.Data[agentKeyField]) > 0 {
+		desired.Data[agentKeyField] = existing.Data[agentKeyField]
+	}
 	switch {
 	case apierrors.IsNotFound(err):
 		_, err = secrets.Create(ctx, desired, metav1.CreateOptions{})
@@ -193,18 +252,15 @@ func Register(ctx context.Context, d Downstream, values Values, log logrus.Field
 		return nil, err
 	}
 
-	clientRandom, err := randomString()
+	key, err := d.Key(ctx)
 	if err != nil {
 		return nil, err
 	}
-	request := &fleet.ClusterRegistrationRequest{
-		ObjectMeta: metav1.ObjectMeta{
-			GenerateName: "request-",
-			Namespace:    values.ClusterNamespace,
-			Labels:       map[string]string{names.RegistrationTokenLabel: values.TokenName},
-		},
-		Spec: fleet.ClusterRegistrationRequestSpec{ClientID: clientID, ClientRandom: clientRandom, ClusterLabels: settings.Labels},
+	request, opener, err := NewRequest(values.ClusterNamespace, values.TokenName, clientID, settings.Labels, key)
+	if err != nil {
+		return nil, err
 	}
+	clientRandom := request.Spec.ClientRandom
 	created, err := hub.FleetV1alpha1().ClusterRegistrationRequests(values.ClusterNamespace).Create(ctx, request, metav1.CreateOptions{})
 	if apierrors.IsUnauthorized(err) {
 		return nil, fmt.Errorf("the hub at %s refused registration token %q (401 Unauthorized): the ClusterRegistrationToken has expired or been deleted; "+
@@ -217,12 +273,19 @@ func Register(ctx context.Context, d Downstream, values Values, log logrus.Field
 	log.Info("Sent the registration request; waiting for the hub to grant it")
 
 	secretName := names.CredentialSecret(clientID, clientRandom)
-	cred, err := waitForCredential(ctx, hubClient, values, secretName)
+	answer, err := waitForAnswer(ctx, hubClient, values, secretName)
 	if err != nil {
 		return nil, err
 	}
+	cred, err := answer.open(opener, clientID, clientRandom)
+	if answer.refusal != nil {
+		return nil, answer.refusal
+	}
+	if err != nil {
+		return nil, fmt.Errorf("Secret %s/%s from the hub: %w", values.SystemRegistrationNamespace, secretName, err)
+	}
 	cred.ClientID = clientID
-	if err := d.StoreIdentity(ctx, *cred); err != nil {
+	if err := d.StoreIdentity(ctx, cred); err != nil {
 		return nil, err
 	}
 	// The registration token is forgotten once the identity is stored.
@@ -230,52 +293,145 @@ func Register(ctx context.Context, d Downstream, values Values, log logrus.Field
 	if err != nil && !apierrors.IsNotFound(err) {
 		return nil, fmt.Errorf("deleting the bootstrap Secret %s/%s: %w", d.Namespace, names.AgentBootstrapSecret, err)
 	}
+	// Picked up: the hub need not keep it (it deletes it later itself otherwise).
+	err = hubClient.CoreV1().Secrets(values.SystemRegistrationNamespace).Delete(ctx, secretName, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		log.WithError(err).Debug("Could not delete the picked-up credential Secret on the hub; the hub deletes it later")
+	}
 	log.WithField("cluster", cred.ClusterNamespace+"/"+cred.ClusterName).Info("Registered")
-	return cred, nil
+	return &cred, nil
 }
 
-// waitForCredential waits for the credential Secret the hub creates when it grants
-// the request, for at most 5 minutes. It watches for it where the hub's API server
+// answer is what the hub left for a request under its credential Secret's name: the
+// credential, sealed to the request's one-time key, or why it refused the request.
+type answer struct {
+	sealed  []byte
+	refusal *RefusedError
+}
+
+// RefusedError is the hub's refusal of a registration request, with the reason and
+// what a person can do about it.
+type RefusedError struct{ Reason, Message string }
+
+func (e *RefusedError) Error() string {
+	return fmt.Sprintf("the hub refused the registration (%s): %s", e.Reason, e.Message)
+}
+
+// Keys of the Secret the hub answers a request with.
+const (
+	// AnswerSealed holds the credential, sealed to the request's encryption key.
+	AnswerSealed = "sealed"
+	// AnswerRefusedReason and AnswerRefusedMessage say why a request was refused.
+	AnswerRefusedReason  = "refusedReason"
+	AnswerRefusedMessage = "refusedMessage"
+)
+
+// NewRequest is a request from the cluster with clientID to register into workspace
+// with token, asking for labels, signed with key, and the one-time key that opens
+// the answer.
+func NewRequest(workspace, token, clientID string, labels map[string]string, key AgentKey) (*fleet.ClusterRegistrationRequest, *Opener, error) {
+	opener, err := NewOpener()
+	if err != nil {
+		return nil, nil, err
+	}
+	clientRandom, err := randomString()
+	if err != nil {
+		return nil, nil, err
+	}
+	request := &fleet.ClusterRegistrationRequest{
+		ObjectMeta: metav1.ObjectMeta{
+			GenerateName: "request-",
+			Namespace:    workspace,
+			Labels:       map[string]string{names.RegistrationTokenLabel: token},
+		},
+		Spec: fleet.ClusterRegistrationRequestSpec{
+			ClientID: clientID, ClientRandom: clientRandom, ClusterLabels: labels,
+			EncryptionKey: opener.PublicKey(), SignedAt: ptr.To(metav1.NewMicroTime(time.Now())),
+		},
+	}
+	if err := key.Sign(request); err != nil {
+		return nil, nil, err
+	}
+	return request, opener, nil
+}
+
+// OpenAnswer reads the hub's answer to the request of clientID and clientRandom from
+// its Secret's data: the credential, opened with opener, or a *RefusedError.
+func OpenAnswer(data map[string][]byte, opener *Opener, clientID, clientRandom string) (Credential, error) {
+	a, err := answerFromSecretData(data)
+	if err != nil {
+		return Credential{}, err
+	}
+	return a.open(opener, clientID, clientRandom)
+}
+
+func (a *answer) open(opener *Opener, clientID, clientRandom string) (Credential, error) {
+	if a.refusal != nil {
+		return Credential{}, a.refusal
+	}
+	return opener.Open(clientID, clientRandom, a.sealed)
+}
+
+func answerFromSecretData(data map[string][]byte) (*answer, error) {
+	if reason := string(data[AnswerRefusedReason]); reason != "" {
+		return &answer{refusal: &RefusedError{Reason: reason, Message: string(data[AnswerRefusedMessage])}}, nil
+	}
+	if len(data[AnswerSealed]) == 0 {
+		return nil, errors.New("it holds neither a sealed credential nor a refusal")
+	}
+	return &answer{sealed: data[AnswerSealed]}, nil
+}
+
+// waitForAnswer waits for the Secret the hub creates when it grants or refuses the
+// request, for at most 5 minutes. It watches for it where the hub's API server
 // allows a watch of the one Secret (Flotilla's control plane does), and polls
 // otherwise.
-func waitForCredential(ctx context.Context, hub kubernetes.Interface, values Values, secretName string) (*Credential, error) {
+func waitForAnswer(ctx context.Context, hub kubernetes.Interface, values Values, secretName string) (*answer, error) {
 	waitCtx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	w := &credentialWait{hub: hub, values: values, secretName: secretName}
-	cred, err := w.watch(waitCtx)
+	w := &answerWait{hub: hub, values: values, secretName: secretName}
+	a, err := w.watch(waitCtx)
 	if errors.Is(err, errWatchRefused) {
-		cred, err = w.poll(waitCtx)
+		a, err = w.poll(waitCtx)
 	}
 	if err != nil {
 		if waitCtx.Err() != nil && ctx.Err() == nil {
-			return nil, fmt.Errorf("the hub did not grant the registration within 5 minutes (last answer: %v); is the hub running its controllers?", w.lastAnswer)
+			return nil, fmt.Errorf("the hub did not answer the registration within 5 minutes (last answer: %v); is the hub running its controllers?", w.lastAnswer)
 		}
 		return nil, err
 	}
-	return cred, nil
+	return a, nil
 }
 
-// errWatchRefused is a watch of the credential Secret the API server does not allow.
-var errWatchRefused = errors.New("watching the credential Secret is not allowed")
+// errWatchRefused is a watch of the answer Secret the API server does not allow.
+var errWatchRefused = errors.New("watching the answer Secret is not allowed")
 
 // watchTimeout bounds each watch below HubConfig's client timeout.
 const watchTimeout = 20 * time.Second
 
-// credentialWait is an agent waiting for its credential Secret.
-type credentialWait struct {
+// answerWait is an agent waiting for the hub's answer to its request.
+type answerWait struct {
 	hub        kubernetes.Interface
 	values     Values
 	secretName string
-	// lastAnswer is the hub's last answer that was not the credential, for the
-	// message when the wait ends without it.
+	// lastAnswer is the hub's last answer that was not the Secret, for the message
+	// when the wait ends without it.
 	lastAnswer error
 }
 
-// watch watches for the credential Secret by name: one request, answered the moment
-// the hub grants, where polling would ask every few seconds.
-func (cw *credentialWait) watch(ctx context.Context) (*Credential, error) {
-	values, secretName := cw.values, cw.secretName
-	secrets := cw.hub.CoreV1().Secrets(values.SystemRegistrationNamespace)
+func (aw *answerWait) decode(secret *corev1.Secret) (*answer, error) {
+	a, err := answerFromSecretData(secret.Data)
+	if err != nil {
+		return nil, fmt.Errorf("Secret %s/%s from the hub: %w", aw.values.SystemRegistrationNamespace, aw.secretName, err)
+	}
+	return a, nil
+}
+
+// watch watches for the answer Secret by name: one request, answered the moment the
+// hub answers, where polling would ask every few seconds.
+func (aw *answerWait) watch(ctx context.Context) (*answer, error) {
+	values, secretName := aw.values, aw.secretName
+	secrets := aw.hub.CoreV1().Secrets(values.SystemRegistrationNamespace)
 	opts := metav1.ListOptions{
 		FieldSelector: fields.OneTermEqualSelector("metadata.name", secretName).String(),
 		// From the watch cache: a Secret that exists already is the first event.
@@ -287,31 +443,27 @@ func (cw *credentialWait) watch(ctx context.Context) (*Credential, error) {
 		w, err := secrets.Watch(ctx, opts)
 		switch {
 		case apierrors.IsForbidden(err):
-			cw.lastAnswer = err
+			aw.lastAnswer = err
 			return nil, errWatchRefused
 		case err != nil && ctx.Err() != nil:
 			return nil, ctx.Err()
 		case err != nil:
-			return nil, Explain("waiting for the registration to be granted", values.APIServerURL, err)
+			return nil, Explain("waiting for the answer to the registration request", values.APIServerURL, err)
 		}
 		for event := range w.ResultChan() {
 			secret, ok := event.Object.(*corev1.Secret)
 			if event.Type == watch.Error || !ok {
-				cw.lastAnswer = apierrors.FromObject(event.Object)
+				aw.lastAnswer = apierrors.FromObject(event.Object)
 				continue
 			}
 			if (event.Type == watch.Added || event.Type == watch.Modified) && secret.Name == secretName {
 				w.Stop()
-				c, err := CredentialFromSecretData(secret.Data)
-				if err != nil {
-					return nil, fmt.Errorf("credential Secret %s/%s from the hub: %w", values.SystemRegistrationNamespace, secretName, err)
-				}
-				return &c, nil
+				return aw.decode(secret)
 			}
 		}
 		w.Stop()
-		if cw.lastAnswer == nil {
-			cw.lastAnswer = fmt.Errorf("no Secret %s/%s yet", values.SystemRegistrationNamespace, secretName)
+		if aw.lastAnswer == nil {
+			aw.lastAnswer = fmt.Errorf("no Secret %s/%s yet", values.SystemRegistrationNamespace, secretName)
 		}
 		// The watch ended (its timeout, or the server closed it): start another, not
 		// at once if it ended early.
@@ -327,33 +479,29 @@ func (cw *credentialWait) watch(ctx context.Context) (*Credential, error) {
 	}
 }
 
-// poll fetches the credential Secret until it is there. Until then the token may not
+// poll fetches the answer Secret until it is there. Until then the token may not
 // read it (403) or it does not exist (404); the wait starts at 50ms and backs off to
-// 2s, so a prompt grant is picked up promptly without a fixed poll.
-func (cw *credentialWait) poll(ctx context.Context) (*Credential, error) {
-	values, secretName := cw.values, cw.secretName
+// 2s, so a prompt answer is picked up promptly without a fixed poll.
+func (aw *answerWait) poll(ctx context.Context) (*answer, error) {
+	values, secretName := aw.values, aw.secretName
 	backoff := wait.Backoff{Duration: 50 * time.Millisecond, Factor: 1.5, Jitter: 0.2, Steps: math.MaxInt32, Cap: 2 * time.Second}
-	var cred *Credential
+	var a *answer
 	// DelayFunc keeps returning the cap once reached (Backoff.Step would stop there).
 	err := backoff.DelayFunc().Until(ctx, true, false, func(ctx context.Context) (bool, error) {
 		// ResourceVersion "0": the API server answers from its watch cache, not etcd;
 		// a poll a moment behind costs one more poll, not a quorum read per agent.
-		secret, err := cw.hub.CoreV1().Secrets(values.SystemRegistrationNamespace).Get(ctx, secretName, metav1.GetOptions{ResourceVersion: "0"})
+		secret, err := aw.hub.CoreV1().Secrets(values.SystemRegistrationNamespace).Get(ctx, secretName, metav1.GetOptions{ResourceVersion: "0"})
 		switch {
 		case apierrors.IsForbidden(err) || apierrors.IsNotFound(err):
-			cw.lastAnswer = err
+			aw.lastAnswer = err
 			return false, nil
 		case err != nil:
-			return false, Explain("waiting for the registration to be granted", values.APIServerURL, err)
+			return false, Explain("waiting for the answer to the registration request", values.APIServerURL, err)
 		}
-		c, err := CredentialFromSecretData(secret.Data)
-		if err != nil {
-			return false, fmt.Errorf("credential Secret %s/%s from the hub: %w", values.SystemRegistrationNamespace, secretName, err)
-		}
-		cred = &c
-		return true, nil
+		a, err = aw.decode(secret)
+		return err == nil, err
 	})
-	return cred, err
+	return a, err
 }
 
 // HubConfig is a client configuration for the hub at url, trusting ca (PEM or base64

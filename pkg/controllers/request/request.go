@@ -8,9 +8,11 @@ package request
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -20,7 +22,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apiserver/pkg/authentication/serviceaccount"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
 
@@ -52,9 +56,9 @@ type Settings struct {
 	// APIServerAuthorizesIdentities says that the API server authorizes cluster
 	// identities itself, so the hub creates no RBAC objects for them.
 	APIServerAuthorizesIdentities bool
-	// RefusedRetention is how long a refused request is kept, for people to read
-	// why, before it is deleted.
-	RefusedRetention time.Duration
+	// RequestRetention is how long an answered request is kept, for people to read
+	// the answer, before it is deleted with its answer Secret.
+	RequestRetention time.Duration
 }
 
 type handler struct {
@@ -95,8 +99,12 @@ func IndexClustersByClientID(cache fleetcontrollers.ClusterCache) {
 	})
 }
 
-// refusal is a request the hub will not grant, with a reason for its Ready condition.
-type refusal struct{ reason, message string }
+// refusal is a request the hub will not grant, with a reason for its Ready condition,
+// and the Cluster it concerns when people should see it there too.
+type refusal struct {
+	reason, message string
+	cluster         *fleet.Cluster
+}
 
 func (r *refusal) Error() string { return r.message }
 
@@ -110,14 +118,18 @@ func (h *handler) onChange(_ string, req *fleet.ClusterRegistrationRequest) (*fl
 	}
 	if req.Status.Granted {
 		// Granted once; what is left is removing what older requests of the same
-		// clientID left behind, retried until done.
-		return req, h.removeOlderRequests(req)
+		// clientID left behind, retried until done, and in time the request itself
+		// with its credential Secret, if the agent has not deleted that already.
+		if err := h.removeOlderRequests(req); err != nil {
+			return req, err
+		}
+		return req, h.expire(req, conditions.Get(req.Status.Conditions, fleet.ConditionReady))
 	}
 	if c := refusedCondition(req); c != nil {
 		// Refused before; the spec of a request does not change, so neither would the
 		// answer. It is kept for a while for people to read, then deleted, so that
 		// refused requests do not pile up.
-		return req, h.expireRefused(req, c)
+		return req, h.expire(req, c)
 	}
 	log := logrus.WithFields(logrus.Fields{"request": req.Namespace + "/" + req.Name, "clientID": req.Spec.ClientID})
 	clusterName, err := h.grant(context.Background(), req, log)
@@ -126,6 +138,13 @@ func (h *handler) onChange(_ string, req *fleet.ClusterRegistrationRequest) (*fl
 		log.WithField("reason", refused.reason).Warn("Refused the registration: " + refused.message)
 		metrics.Registrations.WithLabelValues("refused", refused.reason).Inc()
 		h.events.Event(req, corev1.EventTypeWarning, refused.reason, refused.message)
+		if refused.cluster != nil {
+			h.events.Eventf(refused.cluster, corev1.EventTypeWarning, "RegistrationRefused",
+				"ClusterRegistrationRequest %s refused (%s): %s", req.Name, refused.reason, refused.message)
+		}
+		if err := h.writeRefusal(req, refused); err != nil {
+			return req, err
+		}
 		updated := req.DeepCopy()
 		conditions.Set(&updated.Status.Conditions, fleet.ConditionReady, corev1.ConditionFalse, refused.reason, refused.message)
 		return h.requests.UpdateStatus(updated)
@@ -160,12 +179,17 @@ func (h *handler) grant(ctx context.Context, req *fleet.ClusterRegistrationReque
 	} else if err != nil {
 		return "", err
 	}
-	if bound := token.Labels[names.ClusterLabel]; bound != "" {
-		// A token the hub minted to deploy one Cluster's agent registers that Cluster only.
+	bound := token.Labels[names.ClusterLabel]
+	if bound != "" {
+		// A token bound to one Cluster (minted by the hub to deploy its agent, or by an
+		// admin to let it register again) registers that Cluster only.
 		cluster, err := h.clusters.Cache().Get(req.Namespace, bound)
 		if err != nil || cluster.Spec.ClientID != req.Spec.ClientID {
 			return "", refuse("TokenBoundToCluster", "token %s/%s registers Cluster %s only, whose clientID differs", req.Namespace, tokenName, bound)
 		}
+	}
+	if err := registration.VerifyProof(req); err != nil {
+		return "", refuse("InvalidSignature", "%v", err)
 	}
 
 	if err := h.countRegistration(token, req.Spec.ClientID); err != nil {
@@ -173,6 +197,12 @@ func (h *handler) grant(ctx context.Context, req *fleet.ClusterRegistrationReque
 	}
 	cluster, existed, err := h.clusterFor(ctx, req, log)
 	if err != nil {
+		return "", err
+	}
+	if err := judgeKey(cluster, req, bound != ""); err != nil {
+		return "", err
+	}
+	if cluster, err = h.recordKey(cluster, req); err != nil {
 		return "", err
 	}
 	clusterNS := names.ClusterNamespace(cluster.Namespace, cluster.Name)
@@ -208,7 +238,14 @@ func (h *handler) grant(ctx context.Context, req *fleet.ClusterRegistrationReque
 		DeploymentNamespace: clusterNS,
 		ClientID:            req.Spec.ClientID,
 	}
-	if err := h.writeCredential(ctx, req, cluster, cred); err != nil {
+	sealed, err := registration.SealCredential(req.Spec.EncryptionKey, req.Spec.ClientID, req.Spec.ClientRandom, cred)
+	var bad *registration.ProofError
+	if errors.As(err, &bad) {
+		return "", refuse("InvalidSignature", "%v", err)
+	} else if err != nil {
+		return "", fmt.Errorf("sealing the credential of Cluster %s/%s: %w", cluster.Namespace, cluster.Name, err)
+	}
+	if err := h.writeCredential(ctx, req, cluster, sealed); err != nil {
 		return "", err
 	}
 	if existed {
@@ -228,18 +265,55 @@ func (h *handler) grant(ctx context.Context, req *fleet.ClusterRegistrationReque
 // token holder's flood costs the hub (and etcd) a bounded amount whatever its rate.
 const keptRefusedPerToken = 100
 
-// expireRefused deletes a refused request once it has been kept for
-// RefusedRetention, or at once when its token has more refused requests than
-// keptRefusedPerToken, and looks at it again then otherwise.
-func (h *handler) expireRefused(req *fleet.ClusterRegistrationRequest, refused *fleet.Condition) error {
-	left := refusedLeft(refused, h.settings.RefusedRetention, time.Now())
-	if left > 0 && h.refusedOfToken(req) <= keptRefusedPerToken {
+// expire deletes an answered request, with the Secret that answered it, once it has
+// been kept for RequestRetention since answered (its Ready condition), or at once when
+// it was refused and its token has more refused requests than keptRefusedPerToken, and
+// looks at it again then otherwise.
+func (h *handler) expire(req *fleet.ClusterRegistrationRequest, answered *fleet.Condition) error {
+	left := time.Duration(0)
+	if answered != nil {
+		left = answeredLeft(answered, h.settings.RequestRetention, time.Now())
+	}
+	if left > 0 && (req.Status.Granted || h.refusedOfToken(req) <= keptRefusedPerToken) {
 		h.requests.EnqueueAfter(req.Namespace, req.Name, left)
 		return nil
+	}
+	secret := names.CredentialSecret(req.Spec.ClientID, req.Spec.ClientRandom)
+	if err := h.deleteAnswer(secret, req.Name); err != nil {
+		return err
 	}
 	uid := req.UID
 	err := h.requests.Delete(req.Namespace, req.Name, &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
 	return ignoreNotFound(err)
+}
+
+// deleteAnswer deletes the answer Secret named name if it was written for the
+// request named request (a replayed clientRandom names another request's).
+func (h *handler) deleteAnswer(name, request string) error {
+	secrets := h.kube.CoreV1().Secrets(names.RegistrationNamespace)
+	secret, err := secrets.Get(context.Background(), name, metav1.GetOptions{ResourceVersion: "0"})
+	if err != nil || secret.Labels[names.RequestLabel] != request {
+		return ignoreNotFound(err)
+	}
+	uid := secret.UID
+	return ignoreNotFound(secrets.Delete(context.Background(), name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}))
+}
+
+// writeRefusal answers a refused request under its credential Secret's name, so its
+// agent learns why at once instead of waiting for a credential. Not while its token
+// floods: those requests are deleted at once, unread.
+func (h *handler) writeRefusal(req *fleet.ClusterRegistrationRequest, refused *refusal) error {
+	if refused.reason == "Replayed" || req.Spec.ClientID == "" || req.Spec.ClientRandom == "" || h.refusedOfToken(req) >= keptRefusedPerToken {
+		return nil
+	}
+	secret := answerSecret(req, map[string][]byte{
+		registration.AnswerRefusedReason: []byte(refused.reason), registration.AnswerRefusedMessage: []byte(refused.message),
+	})
+	_, err := h.kube.CoreV1().Secrets(names.RegistrationNamespace).Create(context.Background(), secret, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		return nil
+	}
+	return err
 }
 
 // refusedOfToken counts the refused requests in the cache made with req's token.
@@ -259,8 +333,8 @@ func refusedCondition(req *fleet.ClusterRegistrationRequest) *fleet.Condition {
 	return nil
 }
 
-// refusedLeft is how long a request refused as cond says is still to be kept.
-func refusedLeft(cond *fleet.Condition, retention time.Duration, now time.Time) time.Duration {
+// answeredLeft is how long a request answered as cond says is still to be kept.
+func answeredLeft(cond *fleet.Condition, retention time.Duration, now time.Time) time.Duration {
 	since, err := time.Parse(time.RFC3339, cond.LastTransitionTime)
 	if err != nil {
 		return 0
@@ -329,8 +403,12 @@ func (h *handler) clusterFor(ctx context.Context, req *fleet.ClusterRegistration
 		h.events.Eventf(req, corev1.EventTypeWarning, "LabelsDropped", "Labels not allowed on a Cluster were dropped: %v", dropped)
 	}
 	cluster := &fleet.Cluster{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: req.Namespace, Labels: labels, Finalizers: []string{names.ClusterFinalizer}},
-		Spec:       fleet.ClusterSpec{ClientID: req.Spec.ClientID},
+		ObjectMeta: metav1.ObjectMeta{
+			Name: name, Namespace: req.Namespace, Labels: labels, Finalizers: []string{names.ClusterFinalizer},
+			// Bound to the key of the request that creates it, in the same write.
+			Annotations: recordFor(req).annotations(),
+		},
+		Spec: fleet.ClusterSpec{ClientID: req.Spec.ClientID},
 	}
 	created, err := h.clusters.Create(cluster)
 	if apierrors.IsAlreadyExists(err) {
@@ -442,23 +520,34 @@ func (h *handler) ensureIdentityRBAC(ctx context.Context, cluster *fleet.Cluster
 	return nil
 }
 
-// writeCredential creates the credential Secret and lets the token that made req, and
-// only it, read it.
-func (h *handler) writeCredential(ctx context.Context, req *fleet.ClusterRegistrationRequest, cluster *fleet.Cluster, cred registration.Credential) error {
-	name := names.CredentialSecret(req.Spec.ClientID, req.Spec.ClientRandom)
-	labels := map[string]string{
-		names.ManagedLabel:          "true",
-		names.ClusterLabel:          cluster.Name,
-		names.ClusterNamespaceLabel: cluster.Namespace,
-		names.RequestLabel:          req.Name,
-		names.ClientIDHashLabel:     names.ClientIDHash(req.Spec.ClientID),
+// answerSecret is the Secret that answers req with data: named by the request's
+// clientID and clientRandom, readable by name by the token's ServiceAccount, and
+// deletable by it alone (names.AnswerReaderAnnotation, checked by the admission
+// policy flotilla-registration-answers) once its agent has read it.
+func answerSecret(req *fleet.ClusterRegistrationRequest, data map[string][]byte) *corev1.Secret {
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: names.CredentialSecret(req.Spec.ClientID, req.Spec.ClientRandom), Namespace: names.RegistrationNamespace,
+			Labels: map[string]string{
+				names.ManagedLabel: "true", names.RequestLabel: req.Name, names.ClientIDHashLabel: names.ClientIDHash(req.Spec.ClientID),
+			},
+			Annotations: map[string]string{
+				names.AnswerReaderAnnotation: serviceaccount.MakeUsername(req.Namespace, names.TokenServiceAccount(req.Labels[names.RegistrationTokenLabel])),
+			},
+		},
+		Type: names.CredentialSecretType,
+		Data: data,
 	}
+}
+
+// writeCredential creates the credential Secret, sealed to the request's one-time
+// key.
+func (h *handler) writeCredential(ctx context.Context, req *fleet.ClusterRegistrationRequest, cluster *fleet.Cluster, sealed []byte) error {
+	secret := answerSecret(req, map[string][]byte{registration.AnswerSealed: sealed})
+	secret.Labels[names.ClusterLabel] = cluster.Name
+	secret.Labels[names.ClusterNamespaceLabel] = cluster.Namespace
+	name := secret.Name
 	secrets := h.kube.CoreV1().Secrets(names.RegistrationNamespace)
-	secret := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: names.RegistrationNamespace, Labels: labels},
-		Type:       names.CredentialSecretType,
-		Data:       cred.SecretData(),
-	}
 	_, err := secrets.Create(ctx, secret, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
 		existing, getErr := secrets.Get(ctx, name, metav1.GetOptions{})
@@ -537,4 +626,93 @@ func ignoreNotFound(err error) error {
 		return nil
 	}
 	return err
+}
+
+// keyRecord is what a Cluster records of its agent's key, in two annotations the hub
+// writes (names.AgentKeyAnnotation, names.AgentKeyProofAnnotation): the key's
+// fingerprint, and the last request that proved it with its signing time.
+type keyRecord struct {
+	Fingerprint string
+	Request     string
+	SignedAt    time.Time
+}
+
+// recordOf reads cluster's key record; an empty Fingerprint means none.
+func recordOf(cluster *fleet.Cluster) keyRecord {
+	r := keyRecord{Fingerprint: cluster.Annotations[names.AgentKeyAnnotation]}
+	if request, signed, ok := strings.Cut(cluster.Annotations[names.AgentKeyProofAnnotation], " "); ok {
+		r.Request = request
+		r.SignedAt, _ = time.Parse(metav1.RFC3339Micro, signed)
+	}
+	return r
+}
+
+// annotations are the annotations that record req's key on its Cluster.
+func (r keyRecord) annotations() map[string]string {
+	return map[string]string{
+		names.AgentKeyAnnotation:      r.Fingerprint,
+		names.AgentKeyProofAnnotation: r.Request + " " + r.SignedAt.UTC().Format(metav1.RFC3339Micro),
+	}
+}
+
+// same says whether r and o record the same proof of the same key.
+func (r keyRecord) same(o keyRecord) bool {
+	return r.Fingerprint == o.Fingerprint && r.Request == o.Request && r.SignedAt.Equal(o.SignedAt)
+}
+
+// recordFor is the record of a Cluster whose key req proves.
+func recordFor(req *fleet.ClusterRegistrationRequest) keyRecord {
+	return keyRecord{Fingerprint: registration.Fingerprint(req.Spec.PublicKey), Request: req.Name, SignedAt: req.Spec.SignedAt.Time}
+}
+
+// judgeKey decides whether req may register into cluster as far as the cluster's
+// agent key goes. A Cluster with no key recorded (predefined, or registered by an
+// agent older than keys) is claimed by the key of this request. One with a key
+// accepts a request signed with that key, signed after the last one it accepted; a
+// different key only with a token bound to the Cluster, which is how an admin allows
+// an agent that lost its key to register again.
+func judgeKey(cluster *fleet.Cluster, req *fleet.ClusterRegistrationRequest, boundToken bool) error {
+	recorded, asked := recordOf(cluster), registration.Fingerprint(req.Spec.PublicKey)
+	switch {
+	case recorded.Fingerprint == "":
+		return nil
+	case recorded.Fingerprint != asked && boundToken:
+		return nil
+	case recorded.Fingerprint != asked:
+		return &refusal{reason: "KeyMismatch", cluster: cluster, message: fmt.Sprintf(
+			"Cluster %s/%s is bound to the key its agent registered with (%s) and this request is signed with another (%s). "+
+				"If it is the same cluster and its agent lost its key, allow it once: create a ClusterRegistrationToken in namespace %s "+
+				"with label %s=%s and install the agent with that token's values.yaml (or delete the Cluster to register the cluster as new)",
+			cluster.Namespace, cluster.Name, recorded.Fingerprint, asked, cluster.Namespace, names.ClusterLabel, cluster.Name)}
+	case recorded.Request == req.Name:
+		// A retry of the request that recorded it.
+		return nil
+	case !req.Spec.SignedAt.After(recorded.SignedAt):
+		return &refusal{reason: "StaleSignature", cluster: cluster, message: fmt.Sprintf(
+			"the request was signed at %s, not after request %s (signed at %s) that Cluster %s/%s last accepted: a replayed request, or the agent's clock went back",
+			req.Spec.SignedAt.UTC().Format(time.RFC3339Nano), recorded.Request, recorded.SignedAt.UTC().Format(time.RFC3339Nano), cluster.Namespace, cluster.Name)}
+	default:
+		return nil
+	}
+}
+
+// recordKey records req's key on cluster, as of the resourceVersion judgeKey saw, so
+// a request judged on a stale copy is retried, and returns the Cluster as written. A
+// Cluster the hub created for req records it from the start; a patch of the two
+// annotations leaves everything else alone.
+func (h *handler) recordKey(cluster *fleet.Cluster, req *fleet.ClusterRegistrationRequest) (*fleet.Cluster, error) {
+	if recordOf(cluster).same(recordFor(req)) {
+		return cluster, nil
+	}
+	patch, err := json.Marshal(map[string]any{
+		"metadata": map[string]any{"resourceVersion": cluster.ResourceVersion, "annotations": recordFor(req).annotations()},
+	})
+	if err != nil {
+		return nil, err
+	}
+	updated, err := h.clusters.Patch(cluster.Namespace, cluster.Name, types.MergePatchType, patch)
+	if err != nil {
+		return nil, fmt.Errorf("recording the agent key on Cluster %s/%s: %w", cluster.Namespace, cluster.Name, err)
+	}
+	return updated, nil
 }

@@ -1,10 +1,16 @@
 package request
 
 import (
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	fleet "github.com/flotilla/flotilla/pkg/apis/fleet.cattle.io/v1alpha1"
+	"github.com/flotilla/flotilla/pkg/names"
+	"github.com/flotilla/flotilla/pkg/registration"
 )
 
 func TestRegistrationSlot(t *testing.T) {
@@ -48,9 +54,70 @@ func TestRefusedLeft(t *testing.T) {
 		{"no time", "", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := refusedLeft(&fleet.Condition{LastTransitionTime: tc.since}, time.Hour, now); got != tc.want {
-				t.Fatalf("refusedLeft = %s, want %s", got, tc.want)
+			if got := answeredLeft(&fleet.Condition{LastTransitionTime: tc.since}, time.Hour, now); got != tc.want {
+				t.Fatalf("answeredLeft = %s, want %s", got, tc.want)
 			}
 		})
 	}
+}
+
+func TestJudgeKey(t *testing.T) {
+	at := func(s int) time.Time { return time.Unix(1700000000+int64(s), 0) }
+	recorded := func(key, request string, signed int) map[string]string {
+		return keyRecord{Fingerprint: registration.Fingerprint(key), Request: request, SignedAt: at(signed)}.annotations()
+	}
+	for _, tc := range []struct {
+		name       string
+		recorded   map[string]string
+		key        string
+		request    string
+		signed     int
+		boundToken bool
+		want       string // refusal reason, "" for accepted
+	}{
+		{"a predefined Cluster is claimed", nil, "k1", "r1", 10, false, ""},
+		{"a proof without a key is claimed", map[string]string{names.AgentKeyProofAnnotation: "r9 2030-01-01T00:00:00.000000Z"}, "k1", "r1", 10, false, ""},
+		{"the same key, signed later", recorded("k1", "r1", 10), "k1", "r2", 11, false, ""},
+		{"the same key, a replay of an older request", recorded("k1", "r2", 11), "k1", "r1", 10, false, "StaleSignature"},
+		{"the same key, another request signed at the same moment", recorded("k1", "r1", 10), "k1", "r2", 10, false, "StaleSignature"},
+		{"the same key, with an unreadable proof", map[string]string{names.AgentKeyAnnotation: registration.Fingerprint("k1"), names.AgentKeyProofAnnotation: "garbage"}, "k1", "r2", 10, false, ""},
+		{"the request that recorded the key, retried", recorded("k1", "r1", 10), "k1", "r1", 10, false, ""},
+		{"another key", recorded("k1", "r1", 10), "k2", "r2", 11, false, "KeyMismatch"},
+		{"another key, signed earlier", recorded("k1", "r1", 10), "k2", "r2", 5, false, "KeyMismatch"},
+		{"another key with a token bound to the Cluster", recorded("k1", "r1", 10), "k2", "r2", 11, true, ""},
+		{"the same key with a token bound to the Cluster, replayed", recorded("k1", "r2", 11), "k1", "r1", 10, true, "StaleSignature"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cluster := &fleet.Cluster{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "ws", Annotations: tc.recorded}}
+			req := &fleet.ClusterRegistrationRequest{
+				ObjectMeta: metav1.ObjectMeta{Name: tc.request, Namespace: "ws"},
+				Spec:       fleet.ClusterRegistrationRequestSpec{PublicKey: tc.key, SignedAt: &metav1.MicroTime{Time: at(tc.signed)}},
+			}
+			err := judgeKey(cluster, req, tc.boundToken)
+			got := ""
+			var refused *refusal
+			if errors.As(err, &refused) {
+				got = refused.reason
+				if refused.cluster != cluster {
+					t.Errorf("the refusal does not name the Cluster for its event")
+				}
+			} else if err != nil {
+				t.Fatalf("judgeKey = %v", err)
+			}
+			if got != tc.want {
+				t.Fatalf("judgeKey = %q, want %q", got, tc.want)
+			}
+			if got == "KeyMismatch" && !strings.Contains(err.Error(), names.ClusterLabel+"=c") {
+				t.Errorf("the refusal does not say how to allow it: %v", err)
+			}
+		})
+	}
+	t.Run("a record reads back as written", func(t *testing.T) {
+		r := keyRecord{Fingerprint: "SHA256:x", Request: "request-abc", SignedAt: time.Date(2026, 12, 4, 3, 0, 0, 123456000, time.UTC)}
+		local := r
+		local.SignedAt = r.SignedAt.Local()
+		if got := recordOf(&fleet.Cluster{ObjectMeta: metav1.ObjectMeta{Annotations: local.annotations()}}); !got.same(r) {
+			t.Fatalf("read back %+v, wrote %+v", got, r)
+		}
+	})
 }

@@ -116,6 +116,28 @@ type ClusterRegistrationRequestSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self.all(k, size(k) <= 317 && k.matches('^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$'))",message="keys must be label keys: an optional DNS prefix of at most 253 characters and '/', then a name of at most 63 characters"
 	// +kubebuilder:validation:XValidation:rule="self.all(k, size(self[k]) <= 63)",message="values must be label values, of at most 63 characters"
 	ClusterLabels map[string]string `json:"clusterLabels,omitempty"`
+	// PublicKey is the agent's public key (Ed25519, base64 of its PKIX DER). A
+	// Cluster is bound to the key of its first registration; a later request for it
+	// must be signed with the same key, or be made with a token bound to the Cluster.
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	PublicKey string `json:"publicKey,omitempty"`
+	// EncryptionKey is a one-time HPKE public key (ML-KEM-768 with X25519, base64)
+	// the hub encrypts the granted credential to.
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	EncryptionKey string `json:"encryptionKey,omitempty"`
+	// SignedAt is when the agent signed the request. The hub accepts a request for
+	// a registered Cluster only if it was signed after the last one it accepted.
+	// +optional
+	// +nullable
+	SignedAt *metav1.MicroTime `json:"signedAt,omitempty"`
+	// Signature is the Ed25519 signature by PublicKey over the request: its
+	// workspace, token, clientID, clientRandom, clusterLabels, publicKey,
+	// encryptionKey and signedAt.
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	Signature string `json:"signature,omitempty"`
 }
 
 // ClusterRegistrationRequestStatus is the hub's answer to a request.

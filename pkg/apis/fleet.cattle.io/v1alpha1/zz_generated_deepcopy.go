@@ -807,6 +807,10 @@ func (in *ClusterRegistrationRequestSpec) DeepCopyInto(out *ClusterRegistrationR
 			(*out)[key] = val
 		}
 	}
+	if in.SignedAt != nil {
+		in, out := &in.SignedAt, &out.SignedAt
+		*out = (*in).DeepCopy()
+	}
 	return
 }
 

@@ -18,6 +18,10 @@ limitations under the License.
 
 package v1alpha1
 
+import (
+	v1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
 // ClusterRegistrationRequestSpecApplyConfiguration represents a declarative configuration of the ClusterRegistrationRequestSpec type for use
 // with apply.
 //
@@ -35,6 +39,20 @@ type ClusterRegistrationRequestSpecApplyConfiguration struct {
 	// name) and a value of at most 63 characters; the hub drops values that are not
 	// valid label values.
 	ClusterLabels map[string]string `json:"clusterLabels,omitempty"`
+	// PublicKey is the agent's public key (Ed25519, base64 of its PKIX DER). A
+	// Cluster is bound to the key of its first registration; a later request for it
+	// must be signed with the same key, or be made with a token bound to the Cluster.
+	PublicKey *string `json:"publicKey,omitempty"`
+	// EncryptionKey is a one-time HPKE public key (ML-KEM-768 with X25519, base64)
+	// the hub encrypts the granted credential to.
+	EncryptionKey *string `json:"encryptionKey,omitempty"`
+	// SignedAt is when the agent signed the request. The hub accepts a request for
+	// a registered Cluster only if it was signed after the last one it accepted.
+	SignedAt *v1.MicroTime `json:"signedAt,omitempty"`
+	// Signature is the Ed25519 signature by PublicKey over the request: its
+	// workspace, token, clientID, clientRandom, clusterLabels, publicKey,
+	// encryptionKey and signedAt.
+	Signature *string `json:"signature,omitempty"`
 }
 
 // ClusterRegistrationRequestSpecApplyConfiguration constructs a declarative configuration of the ClusterRegistrationRequestSpec type for use with
@@ -70,5 +88,37 @@ func (b *ClusterRegistrationRequestSpecApplyConfiguration) WithClusterLabels(ent
 	for k, v := range entries {
 		b.ClusterLabels[k] = v
 	}
+	return b
+}
+
+// WithPublicKey sets the PublicKey field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the PublicKey field is set to the value of the last call.
+func (b *ClusterRegistrationRequestSpecApplyConfiguration) WithPublicKey(value string) *ClusterRegistrationRequestSpecApplyConfiguration {
+	b.PublicKey = &value
+	return b
+}
+
+// WithEncryptionKey sets the EncryptionKey field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the EncryptionKey field is set to the value of the last call.
+func (b *ClusterRegistrationRequestSpecApplyConfiguration) WithEncryptionKey(value string) *ClusterRegistrationRequestSpecApplyConfiguration {
+	b.EncryptionKey = &value
+	return b
+}
+
+// WithSignedAt sets the SignedAt field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the SignedAt field is set to the value of the last call.
+func (b *ClusterRegistrationRequestSpecApplyConfiguration) WithSignedAt(value v1.MicroTime) *ClusterRegistrationRequestSpecApplyConfiguration {
+	b.SignedAt = &value
+	return b
+}
+
+// WithSignature sets the Signature field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Signature field is set to the value of the last call.
+func (b *ClusterRegistrationRequestSpecApplyConfiguration) WithSignature(value string) *ClusterRegistrationRequestSpecApplyConfiguration {
+	b.Signature = &value
 	return b
 }
