@@ -121,6 +121,10 @@ cluster instead, installing or updating the fleet.cattle.io CRDs there itself.`,
 			if settings.ClusterTokenTTL < 10*time.Minute {
 				return fmt.Errorf("--cluster-token-ttl %s is shorter than the 10 minutes the TokenRequest API allows", settings.ClusterTokenTTL)
 			}
+			if settings.ClusterRecoveryTTL != 0 && settings.ClusterRecoveryTTL < settings.ClusterTokenTTL {
+				return fmt.Errorf("--cluster-recovery-ttl %s is shorter than --cluster-token-ttl %s: recovery is for agents offline longer than their identity lasts (0 turns it off)",
+					settings.ClusterRecoveryTTL, settings.ClusterTokenTTL)
+			}
 			opts := hub.Options{
 				Settings:               settings,
 				Kubeconfig:             kubeconfig,
@@ -151,6 +155,7 @@ cluster instead, installing or updating the fleet.cattle.io CRDs there itself.`,
 	cmd.Flags().StringVar(&settings.APIServerURL, "api-server-url", "", "the hub API URL agents are told to use (default: the embedded API server's, or the kubeconfig's)")
 	cmd.Flags().StringVar(&caFile, "api-server-ca-file", "", "PEM file of the CA agents are told to trust for --api-server-url (default: the embedded or kubeconfig CA)")
 	cmd.Flags().DurationVar(&settings.ClusterTokenTTL, "cluster-token-ttl", settings.ClusterTokenTTL, "lifetime of a cluster identity's token; agents renew it before it ends (at least 10m)")
+	cmd.Flags().DurationVar(&settings.ClusterRecoveryTTL, "cluster-recovery-ttl", settings.ClusterRecoveryTTL, "lifetime of a cluster's recovery token: an agent whose identity expired while it was offline for less than this comes back by proving its key; 0 turns recovery off")
 	cmd.Flags().DurationVar(&settings.AgentTokenRenewAfter, "agent-token-renew-after", 0, "have agents renew their token this long after it was issued (default: half its lifetime)")
 	cmd.Flags().StringSliceVar(&settings.KubeconfigSecretNamespaces, "kubeconfig-secret-namespaces", nil, "namespaces besides a Cluster's own that its spec.kubeConfigSecretNamespace may name")
 	cmd.Flags().StringSliceVar(&importAllowed, "import-allowed-networks", nil, "CIDRs (or addresses) an imported cluster's kubeconfig server may resolve to even though they are loopback, link-local or the hub's own API server, e.g. 127.0.0.0/8 for downstream clusters on the hub's machine")

@@ -428,12 +428,12 @@ func TestClusterIdentitiesAreIsolated(t *testing.T) {
 	})
 	t.Run("RBAC objects", func(t *testing.T) {
 		t.Parallel()
-		testIdentitiesAreIsolated(t, framework.StartForeignHub(t), 4, false)
+		testIdentitiesAreIsolated(t, framework.StartForeignHub(t), 5, false)
 	})
 }
 
 // testIdentitiesAreIsolated registers two clusters with hub, which makes rbacObjects
-// RBAC objects for each identity, and checks what one identity may do, and whether
+// RBAC objects for each identity (and its recovery ServiceAccount), and checks what one identity may do, and whether
 // the registration token may watch a credential Secret it may get.
 func testIdentitiesAreIsolated(t *testing.T, hub *framework.Hub, rbacObjects int, credentialWatch bool) {
 	a := framework.StartControlPlane(t, "downstream-a")

@@ -46,7 +46,7 @@ func TestATokenHolderCannotTakeOverACluster(t *testing.T) {
 	if firstKey != registration.Fingerprint(downstreamKey(t, ds).PublicKey()) {
 		t.Fatalf("the Cluster records key %q, not the agent's", firstKey)
 	}
-	lastRequest, _, _ := strings.Cut(cluster.Annotations[names.AgentKeyProofAnnotation], " ")
+	lastUID, _, _ := strings.Cut(cluster.Annotations[names.AgentKeyProofAnnotation], " ")
 	holderKube, holder := asIdentity(t, hub, values.Token)
 
 	// 1. The victim's clientID with the attacker's own key.
@@ -67,9 +67,18 @@ func TestATokenHolderCannotTakeOverACluster(t *testing.T) {
 
 	// 2. A replay of the victim's own last request (as someone who may read requests
 	// could send it): signed by the right key, but not after the last one accepted.
-	granted, err := hub.Fleet().FleetV1alpha1().ClusterRegistrationRequests(workspace).Get(ctx, lastRequest, framework.Get)
+	requests, err := hub.Fleet().FleetV1alpha1().ClusterRegistrationRequests(workspace).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
+	}
+	var granted *fleet.ClusterRegistrationRequest
+	for i := range requests.Items {
+		if string(requests.Items[i].UID) == lastUID {
+			granted = &requests.Items[i]
+		}
+	}
+	if granted == nil {
+		t.Fatalf("no request with the UID %q the Cluster records", lastUID)
 	}
 	replay := &fleet.ClusterRegistrationRequest{
 		ObjectMeta: metav1.ObjectMeta{GenerateName: "request-", Labels: granted.Labels},

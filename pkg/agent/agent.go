@@ -88,14 +88,17 @@ func obtainIdentity(ctx context.Context, d registration.Downstream, bootstrapAdd
 			return cred
 		}
 		delay := backoff.Step()
-		var refused *registration.RefusedError
+		var (
+			refused *registration.RefusedError
+			final   *registration.ErrNoRecovery
+		)
 		switch {
-		case errors.As(err, &refused):
+		case errors.As(err, &refused) || errors.As(err, &final):
 			// Asking again soon would be refused again: a person must act first (the
 			// message says what), and a new bootstrap Secret retries at once.
-			if refused.Error() != lastRefusal {
-				log.Error(refused.Error())
-				lastRefusal = refused.Error()
+			if err.Error() != lastRefusal {
+				log.Error(err.Error())
+				lastRefusal = err.Error()
 			}
 			delay = refusedRetry
 		case err != nil:
@@ -130,8 +133,9 @@ func tryIdentity(ctx context.Context, d registration.Downstream, log logrus.Fiel
 	if cred == nil {
 		return nil, errNoIdentity(d.Namespace)
 	}
-	if !cred.Expires.IsZero() && time.Now().After(cred.Expires) {
-		return nil, errExpired(*cred)
+	if cred.Expired(time.Now()) {
+		// Expired while the agent was stopped or offline: its key may bring it back.
+		return registration.Recover(ctx, d, *cred, log)
 	}
 	return cred, nil
 }
@@ -143,10 +147,6 @@ func (e identityError) Error() string { return string(e) }
 func errNoIdentity(namespace string) error {
 	return identityError("no identity (Secret " + namespace + "/" + names.AgentIdentitySecret + ") and no registration values (Secret " +
 		namespace + "/" + names.AgentBootstrapSecret + "): install the fleet-agent chart with the values.yaml of a ClusterRegistrationToken")
-}
-
-func errExpired(cred registration.Credential) error {
-	return identityError(cred.ExpiredAdvice())
 }
 
 // runSession works as the cluster identity cred until ctx ends: it renews the token

@@ -64,6 +64,10 @@ type Settings struct {
 	// KubeconfigSecretNamespaces are the namespaces, besides a Cluster's own, that
 	// spec.kubeConfigSecretNamespace may name.
 	KubeconfigSecretNamespaces []string
+	// ClusterRecoveryTTL is how long a cluster's recovery token lasts: how long an
+	// agent may be offline and still come back with its key alone. Zero hands out
+	// no recovery tokens.
+	ClusterRecoveryTTL time.Duration
 	// RequestRetention is how long an answered registration request is kept.
 	RequestRetention time.Duration
 	// MaxBundleSize bounds what a Bundle's resources decode to.
@@ -92,6 +96,7 @@ func DefaultSettings() Settings {
 		ClusterOfflineAfter: 2 * time.Minute,
 		MaxBundleSize:       content.DefaultMaxSize,
 		RequestRetention:    time.Hour,
+		ClusterRecoveryTTL:  90 * 24 * time.Hour,
 	}
 }
 
@@ -173,6 +178,7 @@ func (m *Manager) Start(ctx context.Context) error {
 		ClusterTokenTTL: m.settings.ClusterTokenTTL, AgentTokenRenewAfter: m.settings.AgentTokenRenewAfter,
 		APIServerAuthorizesIdentities: m.settings.APIServerAuthorizesIdentities,
 		RequestRetention:              m.settings.RequestRetention,
+		RecoveryTTL:                   m.settings.ClusterRecoveryTTL,
 	}, fleet.ClusterRegistrationRequest(), fleet.Cluster(), fleet.ClusterRegistrationToken(), namespaces, kube, events)
 	cluster.Register(ctx, cluster.Settings{OfflineAfter: m.settings.ClusterOfflineAfter},
 		fleet.Cluster(), fleet.ClusterRegistrationRequest(), fleet.BundleDeployment(), leases, namespaces, kube, events)

@@ -41,7 +41,7 @@ const IdentityAuthorizerReason = "flotilla cluster identity"
 // credential, one request answered the moment the hub grants, instead of polling.
 // A watch of the named Secret tells no more than a get of it.
 type identityAuthorizer struct {
-	agent, contents []rbacv1.PolicyRule
+	agent, contents, recovery []rbacv1.PolicyRule
 	// rbac decides a credential watch as the get it amounts to.
 	rbac authorizer.Authorizer
 }
@@ -58,10 +58,13 @@ func newIdentityAuthorizer(rbac authorizer.Authorizer) (*identityAuthorizer, err
 			a.agent = role.Rules
 		case names.AgentContentsClusterRole:
 			a.contents = role.Rules
+		case names.AgentRecoveryClusterRole:
+			a.recovery = role.Rules
 		}
 	}
-	if a.agent == nil || a.contents == nil {
-		return nil, fmt.Errorf("the ClusterRoles %s and %s are missing from the registration manifests", names.AgentClusterRole, names.AgentContentsClusterRole)
+	if a.agent == nil || a.contents == nil || a.recovery == nil {
+		return nil, fmt.Errorf("the ClusterRoles %s, %s and %s are missing from the registration manifests",
+			names.AgentClusterRole, names.AgentContentsClusterRole, names.AgentRecoveryClusterRole)
 	}
 	return a, nil
 }
@@ -83,7 +86,17 @@ func (a *identityAuthorizer) Authorize(ctx context.Context, attrs authorizer.Att
 		return authorizer.DecisionAllow, "a watch of one credential Secret, as its get: " + reason, nil
 	}
 	namespace, name, err := serviceaccount.SplitUsername(attrs.GetUser().GetName())
-	if err != nil || name != names.AgentIdentityServiceAccount || !names.IsClusterNamespace(namespace) {
+	if err != nil || !names.IsClusterNamespace(namespace) {
+		return authorizer.DecisionNoOpinion, "", nil
+	}
+	if name == names.AgentRecoveryServiceAccount {
+		// A recovery ServiceAccount: its own per-cluster namespace only.
+		if attrs.GetNamespace() != namespace || !rbac.RulesAllow(attrs, a.recovery...) {
+			return authorizer.DecisionNoOpinion, "", nil
+		}
+		return authorizer.DecisionAllow, IdentityAuthorizerReason + " (recovery) of namespace " + namespace, nil
+	}
+	if name != names.AgentIdentityServiceAccount {
 		return authorizer.DecisionNoOpinion, "", nil
 	}
 	allowed := false

@@ -29,6 +29,13 @@ const (
 	AgentConfigMap = "fleet-agent"
 	// AgentIdentityServiceAccount is the cluster identity in its per-cluster namespace.
 	AgentIdentityServiceAccount = "fleet-agent"
+	// AgentRecoveryServiceAccount, in a per-cluster namespace, may only ask for a new
+	// identity, with a request signed by the cluster's agent key: what an agent whose
+	// identity expired while it was offline authenticates with.
+	AgentRecoveryServiceAccount = "fleet-agent-recovery"
+	// AgentRecoveryClusterRole is what AgentRecoveryServiceAccount may do in its
+	// per-cluster namespace.
+	AgentRecoveryClusterRole = "flotilla-agent-recovery"
 	// AgentLease is the Lease in its per-cluster namespace that an agent renews
 	// between the check-ins that patch its Cluster's status.
 	AgentLease = "fleet-agent"

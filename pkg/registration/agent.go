@@ -327,9 +327,10 @@ const (
 )
 
 // NewRequest is a request from the cluster with clientID to register into workspace
-// with token, asking for labels, signed with key, and the one-time key that opens
-// the answer.
-func NewRequest(workspace, token, clientID string, labels map[string]string, key AgentKey) (*fleet.ClusterRegistrationRequest, *Opener, error) {
+// with token, asking for clusterLabels, signed with key, and the one-time key that
+// opens the answer. A recovery request names no token and is made in the cluster's
+// per-cluster namespace.
+func NewRequest(workspace, token, clientID string, clusterLabels map[string]string, key AgentKey) (*fleet.ClusterRegistrationRequest, *Opener, error) {
 	opener, err := NewOpener()
 	if err != nil {
 		return nil, nil, err
@@ -338,14 +339,18 @@ func NewRequest(workspace, token, clientID string, labels map[string]string, key
 	if err != nil {
 		return nil, nil, err
 	}
+	var labels map[string]string
+	if token != "" {
+		labels = map[string]string{names.RegistrationTokenLabel: token}
+	}
 	request := &fleet.ClusterRegistrationRequest{
 		ObjectMeta: metav1.ObjectMeta{
 			GenerateName: "request-",
 			Namespace:    workspace,
-			Labels:       map[string]string{names.RegistrationTokenLabel: token},
+			Labels:       labels,
 		},
 		Spec: fleet.ClusterRegistrationRequestSpec{
-			ClientID: clientID, ClientRandom: clientRandom, ClusterLabels: labels,
+			ClientID: clientID, ClientRandom: clientRandom, ClusterLabels: clusterLabels,
 			EncryptionKey: opener.PublicKey(), SignedAt: ptr.To(metav1.NewMicroTime(time.Now())),
 		},
 	}

@@ -33,6 +33,16 @@ type Credential struct {
 	ClientID string
 	// Issued is when Token was issued.
 	Issued time.Time
+	// RecoveryToken is a token of the cluster's recovery ServiceAccount, which may
+	// only ask for a new identity with a request signed by the agent's key; it lets
+	// an agent whose Token expired come back by itself. Empty when the hub hands out
+	// none.
+	RecoveryToken string
+	// RecoveryExpires is when RecoveryToken stops working.
+	RecoveryExpires time.Time
+	// RecoveryLifetime is how long a recovery token the agent asks for should last;
+	// zero when the hub hands out none.
+	RecoveryLifetime time.Duration
 }
 
 // Keys of a credential Secret.
@@ -47,6 +57,9 @@ const (
 	credDeploymentNamespace = "deploymentNamespace"
 	credClientID            = "clientID"
 	credIssued              = "issued"
+	credRecoveryToken       = "recoveryToken"
+	credRecoveryExpires     = "recoveryExpires"
+	credRecoveryLifetime    = "recoveryLifetime"
 )
 
 // SecretData encodes c for a Secret.
@@ -67,6 +80,13 @@ func (c Credential) SecretData() map[string][]byte {
 	if !c.Issued.IsZero() {
 		data[credIssued] = []byte(c.Issued.UTC().Format(time.RFC3339))
 	}
+	if c.RecoveryLifetime > 0 {
+		data[credRecoveryLifetime] = []byte(c.RecoveryLifetime.String())
+	}
+	if c.RecoveryToken != "" {
+		data[credRecoveryToken] = []byte(c.RecoveryToken)
+		data[credRecoveryExpires] = []byte(c.RecoveryExpires.UTC().Format(time.RFC3339))
+	}
 	return data
 }
 
@@ -80,6 +100,7 @@ func CredentialFromSecretData(data map[string][]byte) (Credential, error) {
 		ClusterNamespace:    string(data[credClusterNamespace]),
 		DeploymentNamespace: string(data[credDeploymentNamespace]),
 		ClientID:            string(data[credClientID]),
+		RecoveryToken:       string(data[credRecoveryToken]),
 	}
 	var missing []string
 	for key, value := range map[string]string{
@@ -93,7 +114,7 @@ func CredentialFromSecretData(data map[string][]byte) (Credential, error) {
 	if len(missing) > 0 {
 		return c, fmt.Errorf("credential lacks %s", strings.Join(slices.Sorted(slices.Values(missing)), ", "))
 	}
-	for key, field := range map[string]*time.Time{credExpires: &c.Expires, credIssued: &c.Issued} {
+	for key, field := range map[string]*time.Time{credExpires: &c.Expires, credIssued: &c.Issued, credRecoveryExpires: &c.RecoveryExpires} {
 		if raw := data[key]; len(raw) > 0 {
 			t, err := time.Parse(time.RFC3339, string(raw))
 			if err != nil {
@@ -102,18 +123,30 @@ func CredentialFromSecretData(data map[string][]byte) (Credential, error) {
 			*field = t
 		}
 	}
-	if raw := data[credRenewAfter]; len(raw) > 0 {
-		d, err := time.ParseDuration(string(raw))
-		if err != nil {
-			return c, fmt.Errorf("credential renewAfter %q: %w", raw, err)
+	for key, field := range map[string]*time.Duration{credRenewAfter: &c.RenewAfter, credRecoveryLifetime: &c.RecoveryLifetime} {
+		if raw := data[key]; len(raw) > 0 {
+			d, err := time.ParseDuration(string(raw))
+			if err != nil {
+				return c, fmt.Errorf("credential %s %q: %w", key, raw, err)
+			}
+			*field = d
 		}
-		c.RenewAfter = d
 	}
 	return c, nil
 }
 
 // ErrExpired says a credential's token has expired.
 var ErrExpired = errors.New("the cluster credential has expired")
+
+// Expired says whether c's token has expired at now.
+func (c Credential) Expired(now time.Time) bool {
+	return !c.Expires.IsZero() && now.After(c.Expires)
+}
+
+// CanRecover says whether c holds a recovery token still valid at now.
+func (c Credential) CanRecover(now time.Time) bool {
+	return c.RecoveryToken != "" && (c.RecoveryExpires.IsZero() || now.Before(c.RecoveryExpires))
+}
 
 // Lifetime is how long the token lasts from its issue, for asking for the next one.
 func (c Credential) Lifetime() time.Duration {

@@ -10,6 +10,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -126,7 +127,27 @@ func VerifyProof(req *fleet.ClusterRegistrationRequest) error {
 	if !ed25519.Verify(public, payload, signature) {
 		return &ProofError{Why: "the signature does not match the request and its public key"}
 	}
+	// The encryption key must take a sealed answer (a low-order X25519 half does not),
+	// or the hub would grant and then fail to answer.
+	if _, err := SealCredential(spec.EncryptionKey, spec.ClientID, spec.ClientRandom, Credential{}); err != nil {
+		var proofErr *ProofError
+		if errors.As(err, &proofErr) {
+			return err
+		}
+		return &ProofError{Why: "encryptionKey does not take a sealed answer: " + err.Error()}
+	}
 	return nil
+}
+
+// maxClockSkew is how far in the future a request may be signed: an agent's clock
+// may run a little ahead of the hub's, but a Cluster must not refuse its agent's
+// requests for long because one was signed far ahead.
+const maxClockSkew = 10 * time.Minute
+
+// SignedInTheFuture says whether req was signed further ahead of now than clocks
+// drift.
+func SignedInTheFuture(req *fleet.ClusterRegistrationRequest, now time.Time) bool {
+	return req.Spec.SignedAt != nil && req.Spec.SignedAt.After(now.Add(maxClockSkew))
 }
 
 // signedRequest is what an agent signs: every field of the request that the hub acts

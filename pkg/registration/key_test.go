@@ -63,7 +63,9 @@ func TestASignedRequestVerifiesAndAnyChangeBreaksIt(t *testing.T) {
 		{"another clientRandom", func(r *fleet.ClusterRegistrationRequest) { r.Spec.ClientRandom = "fresh" }},
 		{"another label", func(r *fleet.ClusterRegistrationRequest) { r.Spec.ClusterLabels["env"] = "prod" }},
 		{"an added label", func(r *fleet.ClusterRegistrationRequest) { r.Spec.ClusterLabels["extra"] = "x" }},
-		{"another encryption key", func(r *fleet.ClusterRegistrationRequest) { r.Spec.EncryptionKey = base64.StdEncoding.EncodeToString([]byte("x")) }},
+		{"another encryption key", func(r *fleet.ClusterRegistrationRequest) {
+			r.Spec.EncryptionKey = base64.StdEncoding.EncodeToString([]byte("x"))
+		}},
 		{"a later signedAt", func(r *fleet.ClusterRegistrationRequest) {
 			r.Spec.SignedAt = &metav1.MicroTime{Time: r.Spec.SignedAt.Add(time.Microsecond)}
 		}},

@@ -78,9 +78,12 @@ func CredentialPickup(registrationNamespace, workspace, token string) *rbacv1.Ro
 
 // ClusterIdentityRBAC is everything a cluster identity may do, and nothing more:
 // in its per-cluster namespace what the flotilla-agent ClusterRole allows; in its
-// workspace, get and patch the status of its own Cluster; Contents by name.
+// workspace, get and patch the status of its own Cluster; Contents by name. Its
+// recovery ServiceAccount may do what flotilla-agent-recovery allows in the
+// per-cluster namespace.
 type ClusterIdentityRBAC struct {
 	AgentBinding    *rbacv1.RoleBinding
+	RecoveryBinding *rbacv1.RoleBinding
 	StatusRole      *rbacv1.Role
 	StatusBinding   *rbacv1.RoleBinding
 	ContentsBinding *rbacv1.ClusterRoleBinding
@@ -97,6 +100,11 @@ func ClusterIdentity(workspace, cluster, clusterNamespace string) ClusterIdentit
 			ObjectMeta: metav1.ObjectMeta{Name: names.AgentClusterRole, Namespace: clusterNamespace, Labels: labels},
 			RoleRef:    clusterRoleRef(names.AgentClusterRole),
 			Subjects:   subject,
+		},
+		RecoveryBinding: &rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: names.AgentRecoveryClusterRole, Namespace: clusterNamespace, Labels: labels},
+			RoleRef:    clusterRoleRef(names.AgentRecoveryClusterRole),
+			Subjects:   serviceAccountSubject(clusterNamespace, names.AgentRecoveryServiceAccount),
 		},
 		StatusRole: &rbacv1.Role{
 			ObjectMeta: metav1.ObjectMeta{Name: statusRole, Namespace: workspace, Labels: labels},

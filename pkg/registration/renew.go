@@ -2,6 +2,7 @@ package registration
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -92,14 +93,33 @@ func (r *Renewer) Run(ctx context.Context, cred Credential) {
 
 func (r *Renewer) renewWithRetry(ctx context.Context, cred Credential) (Credential, bool) {
 	backoff := wait.Backoff{Duration: 2 * time.Second, Factor: 2, Jitter: 0.2, Steps: 1 << 30, Cap: 5 * time.Minute}
+	lastAdvice := ""
 	for {
 		renewed, err := r.renew(ctx, cred)
 		if err == nil {
 			return renewed, true
 		}
-		if time.Now().After(cred.Expires) && !cred.Expires.IsZero() {
-			r.Log.WithError(err).Error(cred.ExpiredAdvice())
-		} else {
+		if cred.Expired(time.Now()) && lastAdvice == "" {
+			// Too late to renew: the recovery token and the agent's key may still
+			// bring the identity back without a person. Once the hub has said no,
+			// only a person helps (a new bootstrap Secret starts a new session).
+			recovered, recoverErr := Recover(ctx, r.Downstream, cred, r.Log)
+			if recoverErr == nil {
+				r.Tokens.Set(recovered.Token)
+				if r.OnRenew != nil {
+					r.OnRenew(*recovered)
+				}
+				return *recovered, true
+			}
+			var final *ErrNoRecovery
+			if errors.As(recoverErr, &final) {
+				// What a person must do, said once.
+				r.Log.Error(final.Why)
+				lastAdvice = final.Why
+			} else {
+				r.Log.WithError(recoverErr).Warn("Could not recover the expired cluster credential; will retry")
+			}
+		} else if lastAdvice == "" {
 			r.Log.WithError(err).WithField("expires", cred.Expires.UTC().Format(time.RFC3339)).Warn("Could not renew the cluster credential; will retry")
 		}
 		if !sleepUntil(ctx, time.Now().Add(backoff.Step())) {
@@ -119,6 +139,11 @@ func (r *Renewer) renew(ctx context.Context, cred Credential) (Credential, error
 	renewed.Token = tr.Status.Token
 	renewed.Issued = time.Now()
 	renewed.Expires = tr.Status.ExpirationTimestamp.Time
+	if refreshed, changed, err := refreshRecovery(ctx, r.Hub, renewed, renewed.Issued); err != nil {
+		r.Log.WithError(err).Warn("Could not get a recovery credential; an expired identity will need a person until the next renewal gets one")
+	} else if changed {
+		renewed = refreshed
+	}
 	// The new token is used at once; storing it is retried by the next renewal if the
 	// downstream API is briefly unavailable.
 	r.Tokens.Set(renewed.Token)

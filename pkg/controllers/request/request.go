@@ -56,6 +56,9 @@ type Settings struct {
 	// APIServerAuthorizesIdentities says that the API server authorizes cluster
 	// identities itself, so the hub creates no RBAC objects for them.
 	APIServerAuthorizesIdentities bool
+	// RecoveryTTL is the lifetime agents ask for their recovery token; zero hands
+	// out none (an agent whose identity expired then needs a person).
+	RecoveryTTL time.Duration
 	// RequestRetention is how long an answered request is kept, for people to read
 	// the answer, before it is deleted with its answer Secret.
 	RequestRetention time.Duration
@@ -86,7 +89,35 @@ func Register(ctx context.Context, settings Settings, requests fleetcontrollers.
 		return []string{r.Namespace + "/" + r.Labels[names.RegistrationTokenLabel]}, nil
 	})
 	IndexClustersByClientID(clusters.Cache())
+	clusters.Cache().AddIndexer(byClusterNamespace, func(c *fleet.Cluster) ([]string, error) {
+		return []string{names.ClusterNamespace(c.Namespace, c.Name)}, nil
+	})
 	requests.OnChange(ctx, "cluster-registration-request", h.onChange)
+}
+
+// byClusterNamespace indexes Clusters by their per-cluster namespace.
+const byClusterNamespace = "fleet.cattle.io/by-cluster-namespace"
+
+// clusterOwning is the Cluster whose per-cluster namespace is namespace, or nil.
+func (h *handler) clusterOwning(namespace string) *fleet.Cluster {
+	if !names.IsClusterNamespace(namespace) {
+		return nil
+	}
+	clusters, err := h.clusters.Cache().GetByIndex(byClusterNamespace, namespace)
+	if err != nil || len(clusters) != 1 {
+		return nil
+	}
+	return clusters[0]
+}
+
+// answerNamespace is where the answer to req goes: the registration namespace, or
+// for a recovery request (made in a per-cluster namespace, naming no token) that
+// namespace, where its recovery ServiceAccount may read it.
+func answerNamespace(req *fleet.ClusterRegistrationRequest) string {
+	if req.Labels[names.RegistrationTokenLabel] == "" && names.IsClusterNamespace(req.Namespace) {
+		return req.Namespace
+	}
+	return names.RegistrationNamespace
 }
 
 // IndexClustersByClientID adds the ByClientID index to a Cluster cache.
@@ -170,6 +201,9 @@ func (h *handler) onChange(_ string, req *fleet.ClusterRegistrationRequest) (*fl
 // grant does the work of granting req and returns the Cluster's name.
 func (h *handler) grant(ctx context.Context, req *fleet.ClusterRegistrationRequest, log logrus.FieldLogger) (string, error) {
 	tokenName := req.Labels[names.RegistrationTokenLabel]
+	if recovering := h.clusterOwning(req.Namespace); recovering != nil && tokenName == "" {
+		return h.recover(ctx, req, recovering)
+	}
 	if tokenName == "" {
 		return "", refuse("MissingToken", "the request does not name the token it was made with (label %s)", names.RegistrationTokenLabel)
 	}
@@ -188,64 +222,26 @@ func (h *handler) grant(ctx context.Context, req *fleet.ClusterRegistrationReque
 			return "", refuse("TokenBoundToCluster", "token %s/%s registers Cluster %s only, whose clientID differs", req.Namespace, tokenName, bound)
 		}
 	}
-	if err := registration.VerifyProof(req); err != nil {
-		return "", refuse("InvalidSignature", "%v", err)
-	}
-
-	if err := h.countRegistration(token, req.Spec.ClientID); err != nil {
+	if err := verify(req); err != nil {
 		return "", err
 	}
 	cluster, existed, err := h.clusterFor(ctx, req, log)
 	if err != nil {
 		return "", err
 	}
+	if err := h.judgeClaim(ctx, cluster, req, bound != ""); err != nil {
+		return "", err
+	}
 	if err := judgeKey(cluster, req, bound != ""); err != nil {
 		return "", err
 	}
-	if cluster, err = h.recordKey(cluster, req); err != nil {
+	if err := h.countRegistration(token, req.Spec.ClientID); err != nil {
 		return "", err
 	}
-	clusterNS := names.ClusterNamespace(cluster.Namespace, cluster.Name)
-	if err := h.namespaces.Ensure(ctx, cluster); err != nil {
+	if cluster, err = h.recordKey(cluster, req, existed); err != nil {
 		return "", err
 	}
-	if err := h.ensureIdentity(ctx, req, clusterNS, existed); err != nil {
-		return "", err
-	}
-	if !h.settings.APIServerAuthorizesIdentities {
-		rbac := registration.ClusterIdentity(cluster.Namespace, cluster.Name, clusterNS)
-		if err := h.ensureIdentityRBAC(ctx, cluster, rbac); err != nil {
-			return "", err
-		}
-	}
-
-	seconds := int64(h.settings.ClusterTokenTTL.Seconds())
-	issued := time.Now()
-	tr, err := h.kube.CoreV1().ServiceAccounts(clusterNS).CreateToken(ctx, names.AgentIdentityServiceAccount,
-		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &seconds}}, metav1.CreateOptions{})
-	if err != nil {
-		return "", fmt.Errorf("requesting a token for the identity of Cluster %s/%s: %w", cluster.Namespace, cluster.Name, err)
-	}
-	cred := registration.Credential{
-		Token:               tr.Status.Token,
-		Issued:              issued,
-		Expires:             tr.Status.ExpirationTimestamp.Time,
-		RenewAfter:          h.settings.AgentTokenRenewAfter,
-		APIServerURL:        h.settings.APIServerURL,
-		APIServerCA:         h.settings.APIServerCA,
-		ClusterName:         cluster.Name,
-		ClusterNamespace:    cluster.Namespace,
-		DeploymentNamespace: clusterNS,
-		ClientID:            req.Spec.ClientID,
-	}
-	sealed, err := registration.SealCredential(req.Spec.EncryptionKey, req.Spec.ClientID, req.Spec.ClientRandom, cred)
-	var bad *registration.ProofError
-	if errors.As(err, &bad) {
-		return "", refuse("InvalidSignature", "%v", err)
-	} else if err != nil {
-		return "", fmt.Errorf("sealing the credential of Cluster %s/%s: %w", cluster.Namespace, cluster.Name, err)
-	}
-	if err := h.writeCredential(ctx, req, cluster, sealed); err != nil {
+	if err := h.issue(ctx, req, cluster, existed); err != nil {
 		return "", err
 	}
 	if existed {
@@ -258,6 +254,93 @@ func (h *handler) grant(ctx context.Context, req *fleet.ClusterRegistrationReque
 			"The agent registered again (ClusterRegistrationRequest %s, token %s); the credentials it had before were revoked", req.Name, tokenName)
 	}
 	return cluster.Name, nil
+}
+
+// recover answers a recovery request: made in the per-cluster namespace of cluster by
+// its recovery ServiceAccount, for an agent whose identity expired. It is granted
+// only when signed by the key the Cluster is bound to, after the last request that
+// key signed; it never creates or claims a Cluster.
+func (h *handler) recover(ctx context.Context, req *fleet.ClusterRegistrationRequest, cluster *fleet.Cluster) (string, error) {
+	if err := verify(req); err != nil {
+		return "", err
+	}
+	if req.Spec.ClientID != cluster.Spec.ClientID {
+		return "", refuse("ClientIDMismatch", "Cluster %s/%s, whose namespace this is, has another clientID", cluster.Namespace, cluster.Name)
+	}
+	if h.settings.RecoveryTTL <= 0 {
+		return "", refuse("RecoveryDisabled", "the hub recovers no expired identities (--cluster-recovery-ttl 0); register the cluster again with a ClusterRegistrationToken")
+	}
+	// The API server may still accept a deleted ServiceAccount's token for a few
+	// seconds: an admin's revocation holds from the moment of the delete.
+	_, err := h.kube.CoreV1().ServiceAccounts(req.Namespace).Get(ctx, names.AgentRecoveryServiceAccount, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return "", &refusal{reason: "RecoveryRevoked", cluster: cluster, message: fmt.Sprintf(
+			"the recovery ServiceAccount of Cluster %s/%s is gone (revoked); register the cluster again with a ClusterRegistrationToken", cluster.Namespace, cluster.Name)}
+	} else if err != nil {
+		return "", err
+	}
+	// Only the cluster's own identity and recovery ServiceAccounts may create requests
+	// in its namespace: a Cluster with no key yet (registered before agent keys) is
+	// claimed here by its own agent.
+	if err := judgeKey(cluster, req, false); err != nil {
+		return "", err
+	}
+	cluster, err = h.recordKey(cluster, req, true)
+	if err != nil {
+		return "", err
+	}
+	if err := h.issue(ctx, req, cluster, true); err != nil {
+		return "", err
+	}
+	h.events.Eventf(cluster, corev1.EventTypeNormal, "Recovered",
+		"The agent proved its key and got a new identity (ClusterRegistrationRequest %s/%s); the credentials it had before were revoked", req.Namespace, req.Name)
+	return cluster.Name, nil
+}
+
+// issue gives cluster a new identity for req and answers req with it, sealed.
+func (h *handler) issue(ctx context.Context, req *fleet.ClusterRegistrationRequest, cluster *fleet.Cluster, existed bool) error {
+	clusterNS := names.ClusterNamespace(cluster.Namespace, cluster.Name)
+	if err := h.namespaces.Ensure(ctx, cluster); err != nil {
+		return err
+	}
+	if err := h.ensureIdentity(ctx, req, clusterNS, existed); err != nil {
+		return err
+	}
+	if !h.settings.APIServerAuthorizesIdentities {
+		rbac := registration.ClusterIdentity(cluster.Namespace, cluster.Name, clusterNS)
+		if err := h.ensureIdentityRBAC(ctx, cluster, rbac); err != nil {
+			return err
+		}
+	}
+
+	seconds := int64(h.settings.ClusterTokenTTL.Seconds())
+	issued := time.Now()
+	tr, err := h.kube.CoreV1().ServiceAccounts(clusterNS).CreateToken(ctx, names.AgentIdentityServiceAccount,
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &seconds}}, metav1.CreateOptions{})
+	if err != nil {
+		return fmt.Errorf("requesting a token for the identity of Cluster %s/%s: %w", cluster.Namespace, cluster.Name, err)
+	}
+	cred := registration.Credential{
+		Token:               tr.Status.Token,
+		Issued:              issued,
+		Expires:             tr.Status.ExpirationTimestamp.Time,
+		RenewAfter:          h.settings.AgentTokenRenewAfter,
+		APIServerURL:        h.settings.APIServerURL,
+		APIServerCA:         h.settings.APIServerCA,
+		ClusterName:         cluster.Name,
+		ClusterNamespace:    cluster.Namespace,
+		DeploymentNamespace: clusterNS,
+		ClientID:            req.Spec.ClientID,
+		RecoveryLifetime:    h.settings.RecoveryTTL,
+	}
+	sealed, err := registration.SealCredential(req.Spec.EncryptionKey, req.Spec.ClientID, req.Spec.ClientRandom, cred)
+	var bad *registration.ProofError
+	if errors.As(err, &bad) {
+		return refuse("InvalidSignature", "%v", err)
+	} else if err != nil {
+		return fmt.Errorf("sealing the credential of Cluster %s/%s: %w", cluster.Namespace, cluster.Name, err)
+	}
+	return h.writeCredential(ctx, req, cluster, sealed)
 }
 
 // keptRefusedPerToken is how many refused requests of one token the hub keeps for
@@ -278,8 +361,7 @@ func (h *handler) expire(req *fleet.ClusterRegistrationRequest, answered *fleet.
 		h.requests.EnqueueAfter(req.Namespace, req.Name, left)
 		return nil
 	}
-	secret := names.CredentialSecret(req.Spec.ClientID, req.Spec.ClientRandom)
-	if err := h.deleteAnswer(secret, req.Name); err != nil {
+	if err := h.deleteAnswer(answerNamespace(req), names.CredentialSecret(req.Spec.ClientID, req.Spec.ClientRandom), req.Name); err != nil {
 		return err
 	}
 	uid := req.UID
@@ -287,10 +369,10 @@ func (h *handler) expire(req *fleet.ClusterRegistrationRequest, answered *fleet.
 	return ignoreNotFound(err)
 }
 
-// deleteAnswer deletes the answer Secret named name if it was written for the
+// deleteAnswer deletes the answer Secret namespace/name if it was written for the
 // request named request (a replayed clientRandom names another request's).
-func (h *handler) deleteAnswer(name, request string) error {
-	secrets := h.kube.CoreV1().Secrets(names.RegistrationNamespace)
+func (h *handler) deleteAnswer(namespace, name, request string) error {
+	secrets := h.kube.CoreV1().Secrets(namespace)
 	secret, err := secrets.Get(context.Background(), name, metav1.GetOptions{ResourceVersion: "0"})
 	if err != nil || secret.Labels[names.RequestLabel] != request {
 		return ignoreNotFound(err)
@@ -309,7 +391,7 @@ func (h *handler) writeRefusal(req *fleet.ClusterRegistrationRequest, refused *r
 	secret := answerSecret(req, map[string][]byte{
 		registration.AnswerRefusedReason: []byte(refused.reason), registration.AnswerRefusedMessage: []byte(refused.message),
 	})
-	_, err := h.kube.CoreV1().Secrets(names.RegistrationNamespace).Create(context.Background(), secret, metav1.CreateOptions{})
+	_, err := h.kube.CoreV1().Secrets(secret.Namespace).Create(context.Background(), secret, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
 		return nil
 	}
@@ -500,6 +582,10 @@ func (h *handler) ensureIdentityRBAC(ctx context.Context, cluster *fleet.Cluster
 			return err
 		},
 		func() error {
+			_, err := h.kube.RbacV1().RoleBindings(rbac.RecoveryBinding.Namespace).Create(ctx, rbac.RecoveryBinding, metav1.CreateOptions{})
+			return err
+		},
+		func() error {
 			_, err := h.kube.RbacV1().Roles(rbac.StatusRole.Namespace).Create(ctx, rbac.StatusRole, metav1.CreateOptions{})
 			return err
 		},
@@ -527,7 +613,7 @@ func (h *handler) ensureIdentityRBAC(ctx context.Context, cluster *fleet.Cluster
 func answerSecret(req *fleet.ClusterRegistrationRequest, data map[string][]byte) *corev1.Secret {
 	return &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
-			Name: names.CredentialSecret(req.Spec.ClientID, req.Spec.ClientRandom), Namespace: names.RegistrationNamespace,
+			Name: names.CredentialSecret(req.Spec.ClientID, req.Spec.ClientRandom), Namespace: answerNamespace(req),
 			Labels: map[string]string{
 				names.ManagedLabel: "true", names.RequestLabel: req.Name, names.ClientIDHashLabel: names.ClientIDHash(req.Spec.ClientID),
 			},
@@ -547,7 +633,7 @@ func (h *handler) writeCredential(ctx context.Context, req *fleet.ClusterRegistr
 	secret.Labels[names.ClusterLabel] = cluster.Name
 	secret.Labels[names.ClusterNamespaceLabel] = cluster.Namespace
 	name := secret.Name
-	secrets := h.kube.CoreV1().Secrets(names.RegistrationNamespace)
+	secrets := h.kube.CoreV1().Secrets(secret.Namespace)
 	_, err := secrets.Create(ctx, secret, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
 		existing, getErr := secrets.Get(ctx, name, metav1.GetOptions{})
@@ -576,19 +662,29 @@ func (h *handler) removeOlderRequests(req *fleet.ClusterRegistrationRequest) err
 	if err != nil {
 		return err
 	}
-	ctx := context.Background()
 	var errs []error
 	for _, other := range others {
-		if other.Name == req.Name {
+		// Only older ones: a newer request may be waiting for its answer.
+		if other.Name == req.Name || !older(other, req) {
 			continue
 		}
 		name := names.CredentialSecret(other.Spec.ClientID, other.Spec.ClientRandom)
+		uid := other.UID
 		errs = append(errs,
-			ignoreNotFound(h.kube.CoreV1().Secrets(names.RegistrationNamespace).Delete(ctx, name, metav1.DeleteOptions{})),
-			ignoreNotFound(h.requests.Delete(other.Namespace, other.Name, &metav1.DeleteOptions{})),
+			h.deleteAnswer(answerNamespace(other), name, other.Name),
+			ignoreNotFound(h.requests.Delete(other.Namespace, other.Name, &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})),
 		)
 	}
 	return errors.Join(errs...)
+}
+
+// older says whether request a was made before b: by when they were signed, to the
+// microsecond, or else by when they were created.
+func older(a, b *fleet.ClusterRegistrationRequest) bool {
+	if a.Spec.SignedAt != nil && b.Spec.SignedAt != nil {
+		return a.Spec.SignedAt.Before(b.Spec.SignedAt)
+	}
+	return a.CreationTimestamp.Before(&b.CreationTimestamp)
 }
 
 // sweepCredentials deletes every credential Secret of clientID
@@ -628,6 +724,41 @@ func ignoreNotFound(err error) error {
 	return err
 }
 
+// verify checks req's signature and encryption key, and that it was not signed
+// further in the future than clocks drift.
+func verify(req *fleet.ClusterRegistrationRequest) error {
+	if err := registration.VerifyProof(req); err != nil {
+		return refuse("InvalidSignature", "%v", err)
+	}
+	if registration.SignedInTheFuture(req, time.Now()) {
+		return refuse("SignedInTheFuture", "the request was signed at %s, ahead of the hub's clock by more than clocks drift; set the agent's clock right",
+			req.Spec.SignedAt.UTC().Format(time.RFC3339))
+	}
+	return nil
+}
+
+// judgeClaim refuses a token's request to claim a Cluster that has no key recorded
+// but is registered already (its identity exists): one registered by an agent older
+// than keys, which records its key itself, through its own identity, when it
+// upgrades. A predefined Cluster, never registered, is claimed by its first
+// registration; a token bound to the Cluster may always claim it.
+func (h *handler) judgeClaim(ctx context.Context, cluster *fleet.Cluster, req *fleet.ClusterRegistrationRequest, boundToken bool) error {
+	if recordOf(cluster).Fingerprint != "" || boundToken {
+		return nil
+	}
+	_, err := h.kube.CoreV1().ServiceAccounts(names.ClusterNamespace(cluster.Namespace, cluster.Name)).Get(ctx, names.AgentIdentityServiceAccount, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
+		return err
+	}
+	return &refusal{reason: "KeyNotRecorded", cluster: cluster, message: fmt.Sprintf(
+		"Cluster %s/%s is registered but its agent has not recorded its key yet (it registered before agent keys; an upgraded agent records it itself). "+
+			"If this is the same cluster, allow it: create a ClusterRegistrationToken in namespace %s with label %s=%s and a short ttl, "+
+			"and install the agent with that token's values.yaml", cluster.Namespace, cluster.Name, cluster.Namespace, names.ClusterLabel, cluster.Name)}
+}
+
 // keyRecord is what a Cluster records of its agent's key, in two annotations the hub
 // writes (names.AgentKeyAnnotation, names.AgentKeyProofAnnotation): the key's
 // fingerprint, and the last request that proved it with its signing time.
@@ -660,9 +791,10 @@ func (r keyRecord) same(o keyRecord) bool {
 	return r.Fingerprint == o.Fingerprint && r.Request == o.Request && r.SignedAt.Equal(o.SignedAt)
 }
 
-// recordFor is the record of a Cluster whose key req proves.
+// recordFor is the record of a Cluster whose key req proves. It names the request
+// by UID: a name can be used again once the request is deleted.
 func recordFor(req *fleet.ClusterRegistrationRequest) keyRecord {
-	return keyRecord{Fingerprint: registration.Fingerprint(req.Spec.PublicKey), Request: req.Name, SignedAt: req.Spec.SignedAt.Time}
+	return keyRecord{Fingerprint: registration.Fingerprint(req.Spec.PublicKey), Request: string(req.UID), SignedAt: req.Spec.SignedAt.Time}
 }
 
 // judgeKey decides whether req may register into cluster as far as the cluster's
@@ -681,15 +813,15 @@ func judgeKey(cluster *fleet.Cluster, req *fleet.ClusterRegistrationRequest, bou
 	case recorded.Fingerprint != asked:
 		return &refusal{reason: "KeyMismatch", cluster: cluster, message: fmt.Sprintf(
 			"Cluster %s/%s is bound to the key its agent registered with (%s) and this request is signed with another (%s). "+
-				"If it is the same cluster and its agent lost its key, allow it once: create a ClusterRegistrationToken in namespace %s "+
+				"If it is the same cluster and its agent lost its key, allow it: create a ClusterRegistrationToken with a short ttl in namespace %s "+
 				"with label %s=%s and install the agent with that token's values.yaml (or delete the Cluster to register the cluster as new)",
 			cluster.Namespace, cluster.Name, recorded.Fingerprint, asked, cluster.Namespace, names.ClusterLabel, cluster.Name)}
-	case recorded.Request == req.Name:
+	case recorded.Request != "" && recorded.Request == string(req.UID):
 		// A retry of the request that recorded it.
 		return nil
 	case !req.Spec.SignedAt.After(recorded.SignedAt):
 		return &refusal{reason: "StaleSignature", cluster: cluster, message: fmt.Sprintf(
-			"the request was signed at %s, not after request %s (signed at %s) that Cluster %s/%s last accepted: a replayed request, or the agent's clock went back",
+			"the request was signed at %s, not after the request (UID %s, signed at %s) that Cluster %s/%s last accepted: a replayed request, or the agent's clock went back",
 			req.Spec.SignedAt.UTC().Format(time.RFC3339Nano), recorded.Request, recorded.SignedAt.UTC().Format(time.RFC3339Nano), cluster.Namespace, cluster.Name)}
 	default:
 		return nil
@@ -699,9 +831,13 @@ func judgeKey(cluster *fleet.Cluster, req *fleet.ClusterRegistrationRequest, bou
 // recordKey records req's key on cluster, as of the resourceVersion judgeKey saw, so
 // a request judged on a stale copy is retried, and returns the Cluster as written. A
 // Cluster the hub created for req records it from the start; a patch of the two
-// annotations leaves everything else alone.
-func (h *handler) recordKey(cluster *fleet.Cluster, req *fleet.ClusterRegistrationRequest) (*fleet.Cluster, error) {
-	if recordOf(cluster).same(recordFor(req)) {
+// annotations leaves everything else alone. existed says cluster was not just
+// created by this request.
+func (h *handler) recordKey(cluster *fleet.Cluster, req *fleet.ClusterRegistrationRequest, existed bool) (*fleet.Cluster, error) {
+	if !existed && recordOf(cluster).same(recordFor(req)) {
+		// Just created by this request, with the record: nothing to write. A Cluster
+		// from the cache is always written, with its resourceVersion, so a record
+		// read from a stale copy cannot pass.
 		return cluster, nil
 	}
 	patch, err := json.Marshal(map[string]any{

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	fleet "github.com/flotilla/flotilla/pkg/apis/fleet.cattle.io/v1alpha1"
 	"github.com/flotilla/flotilla/pkg/names"
@@ -82,6 +83,7 @@ func TestJudgeKey(t *testing.T) {
 		{"the same key, another request signed at the same moment", recorded("k1", "r1", 10), "k1", "r2", 10, false, "StaleSignature"},
 		{"the same key, with an unreadable proof", map[string]string{names.AgentKeyAnnotation: registration.Fingerprint("k1"), names.AgentKeyProofAnnotation: "garbage"}, "k1", "r2", 10, false, ""},
 		{"the request that recorded the key, retried", recorded("k1", "r1", 10), "k1", "r1", 10, false, ""},
+		{"a copy under the name of the request that recorded the key (another UID)", recorded("k1", "r1", 10), "k1", "r1-copy", 10, false, "StaleSignature"},
 		{"another key", recorded("k1", "r1", 10), "k2", "r2", 11, false, "KeyMismatch"},
 		{"another key, signed earlier", recorded("k1", "r1", 10), "k2", "r2", 5, false, "KeyMismatch"},
 		{"another key with a token bound to the Cluster", recorded("k1", "r1", 10), "k2", "r2", 11, true, ""},
@@ -90,7 +92,7 @@ func TestJudgeKey(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cluster := &fleet.Cluster{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "ws", Annotations: tc.recorded}}
 			req := &fleet.ClusterRegistrationRequest{
-				ObjectMeta: metav1.ObjectMeta{Name: tc.request, Namespace: "ws"},
+				ObjectMeta: metav1.ObjectMeta{Name: "request-x", UID: types.UID(tc.request), Namespace: "ws"},
 				Spec:       fleet.ClusterRegistrationRequestSpec{PublicKey: tc.key, SignedAt: &metav1.MicroTime{Time: at(tc.signed)}},
 			}
 			err := judgeKey(cluster, req, tc.boundToken)

@@ -14,6 +14,7 @@ import (
 // +kubebuilder:printcolumn:name="Expires",type=string,JSONPath=`.status.expires`
 // +kubebuilder:printcolumn:name="Max-Registrations",type=integer,JSONPath=`.spec.maxRegistrations`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 240",message="a token's name is at most 240 characters: its ServiceAccount is <name>-registration"
 
 // ClusterRegistrationToken lets agents register clusters into its namespace. The hub
 // answers it with a Secret of the same name whose "values" key is the values.yaml for

@@ -1,0 +1,152 @@
+package registration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/flotilla/flotilla/pkg/generated/clientset/versioned"
+	"github.com/flotilla/flotilla/pkg/names"
+)
+
+// An agent whose identity token expired while it could not reach the hub comes back
+// by itself: it authenticates with its recovery token, which may do nothing but
+// create a request in the cluster's per-cluster namespace and read the answer there,
+// and the hub grants that request only when it is signed by the key the Cluster is
+// bound to. A Cluster that was deleted (with its namespace and recovery
+// ServiceAccount) or whose recovery ServiceAccount an admin deleted never comes back
+// this way.
+
+// ErrNoRecovery says an expired identity cannot be recovered without a person.
+type ErrNoRecovery struct{ Why string }
+
+func (e *ErrNoRecovery) Error() string { return e.Why }
+
+// Recover gets a new identity for the cluster of cred, whose token has expired,
+// proving the agent's key with the recovery token, and stores it downstream.
+func Recover(ctx context.Context, d Downstream, cred Credential, log logrus.FieldLogger) (*Credential, error) {
+	if !cred.CanRecover(time.Now()) {
+		return nil, &ErrNoRecovery{Why: cred.ExpiredAdvice()}
+	}
+	key, found, err := d.existingKey(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if !found {
+		return nil, &ErrNoRecovery{Why: "the agent's key is gone from Secret " + d.Namespace + "/" + names.AgentIdentitySecret + ", so it cannot prove it is this cluster; " + cred.ExpiredAdvice()}
+	}
+	hubConfig, err := HubConfig(cred.APIServerURL, string(cred.APIServerCA), cred.RecoveryToken)
+	if err != nil {
+		return nil, err
+	}
+	hub, err := versioned.NewForConfig(hubConfig)
+	if err != nil {
+		return nil, err
+	}
+	hubKube, err := kubernetes.NewForConfig(hubConfig)
+	if err != nil {
+		return nil, err
+	}
+	request, opener, err := NewRequest(cred.DeploymentNamespace, "", cred.ClientID, nil, key)
+	if err != nil {
+		return nil, err
+	}
+	created, err := hub.FleetV1alpha1().ClusterRegistrationRequests(cred.DeploymentNamespace).Create(ctx, request, metav1.CreateOptions{})
+	if apierrors.IsUnauthorized(err) || apierrors.IsForbidden(err) {
+		return nil, noRecovery(cred, err)
+	}
+	if err != nil {
+		return nil, Explain("asking the hub for a new identity with the recovery credential", cred.APIServerURL, err)
+	}
+	log.WithField("request", cred.DeploymentNamespace+"/"+created.Name).Info("The cluster's identity expired; asked the hub for a new one, proving the agent's key")
+
+	secretName := names.CredentialSecret(request.Spec.ClientID, request.Spec.ClientRandom)
+	at := Values{APIServerURL: cred.APIServerURL, SystemRegistrationNamespace: cred.DeploymentNamespace}
+	a, err := waitForAnswer(ctx, hubKube, at, secretName)
+	if err != nil {
+		return nil, err
+	}
+	renewed, err := a.open(opener, request.Spec.ClientID, request.Spec.ClientRandom)
+	var refused *RefusedError
+	if errors.As(err, &refused) {
+		return nil, noRecovery(cred, refused)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("Secret %s/%s from the hub: %w", cred.DeploymentNamespace, secretName, err)
+	}
+	renewed.ClientID = cred.ClientID
+	// The recovery token is the one it had; the next renewal refreshes it.
+	renewed.RecoveryToken, renewed.RecoveryExpires = cred.RecoveryToken, cred.RecoveryExpires
+	if err := d.StoreIdentity(ctx, renewed); err != nil {
+		return nil, err
+	}
+	err = hubKube.CoreV1().Secrets(cred.DeploymentNamespace).Delete(ctx, secretName, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		log.WithError(err).Debug("Could not delete the picked-up credential Secret on the hub; the hub deletes it later")
+	}
+	log.WithField("expires", renewed.Expires.UTC().Format(time.RFC3339)).Info("Recovered the cluster's identity")
+	return &renewed, nil
+}
+
+// noRecovery is the one line an agent logs when the hub will not give its expired
+// identity back: why, and what a person must do.
+func noRecovery(cred Credential, why error) *ErrNoRecovery {
+	return &ErrNoRecovery{Why: fmt.Sprintf("the hub no longer accepts this cluster's recovery credential (%v): the Cluster %s/%s was deleted or its recovery revoked, "+
+		"or the agent was offline for longer than the hub's --cluster-recovery-ttl. %s", why, cred.ClusterNamespace, cred.ClusterName, cred.ExpiredAdvice())}
+}
+
+// existingKey is the agent's stored key, if it has one; unlike Key it makes none.
+func (d Downstream) existingKey(ctx context.Context) (AgentKey, bool, error) {
+	secret, err := d.Client.CoreV1().Secrets(d.Namespace).Get(ctx, names.AgentIdentitySecret, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return AgentKey{}, false, nil
+	}
+	if err != nil {
+		return AgentKey{}, false, fmt.Errorf("reading Secret %s/%s: %w", d.Namespace, names.AgentIdentitySecret, err)
+	}
+	if len(secret.Data[agentKeyField]) == 0 {
+		return AgentKey{}, false, nil
+	}
+	key, err := ParseAgentKey(secret.Data[agentKeyField])
+	return key, err == nil, err
+}
+
+// refreshRecovery gives cred a recovery token when it has none or half of its
+// token's lifetime has passed: a TokenRequest, as the cluster identity, for the
+// cluster's recovery ServiceAccount, which the identity creates first if it is not
+// there (the hub does not make it at registration, so a registration costs nothing
+// more; an admission policy lets the identity create that ServiceAccount only).
+func refreshRecovery(ctx context.Context, hub kubernetes.Interface, cred Credential, now time.Time) (Credential, bool, error) {
+	if cred.RecoveryLifetime <= 0 {
+		return cred, false, nil
+	}
+	if cred.RecoveryToken != "" && now.Before(cred.RecoveryExpires.Add(-cred.RecoveryLifetime/2)) {
+		return cred, false, nil
+	}
+	sas := hub.CoreV1().ServiceAccounts(cred.DeploymentNamespace)
+	seconds := int64(cred.RecoveryLifetime.Seconds())
+	request := func() (*authenticationv1.TokenRequest, error) {
+		return sas.CreateToken(ctx, names.AgentRecoveryServiceAccount,
+			&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &seconds}}, metav1.CreateOptions{})
+	}
+	tr, err := request()
+	if apierrors.IsNotFound(err) {
+		_, err = sas.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: names.AgentRecoveryServiceAccount}}, metav1.CreateOptions{})
+		if err == nil || apierrors.IsAlreadyExists(err) {
+			tr, err = request()
+		}
+	}
+	if err != nil {
+		return cred, false, Explain("getting the cluster's recovery credential", cred.APIServerURL, err)
+	}
+	cred.RecoveryToken, cred.RecoveryExpires = tr.Status.Token, tr.Status.ExpirationTimestamp.Time
+	return cred, true, nil
+}
