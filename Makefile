@@ -41,7 +41,7 @@ IMAGES_DIR       ?= $(BIN)/images
 IMAGE_REPOSITORY ?= flotilla
 IMAGE_TAG        ?= $(shell sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\}$$/\1/p' charts/fleet-like/hub/Chart.yaml)
 
-.PHONY: all build run bench images image-tarballs skopeo controlplane test unit integration generate verify-generate tools helm controller-gen lint clean
+.PHONY: all build run bench images image-tarballs skopeo controlplane test unit fuzz integration generate verify-generate tools helm controller-gen lint clean
 
 all: build
 
@@ -79,7 +79,20 @@ test:
 	$(MAKE) verify-generate
 	$(MAKE) -j2 build helm
 	$(MAKE) unit
+	$(MAKE) fuzz
 	$(MAKE) integration
+
+## fuzz: run every Go fuzz test (func Fuzz* in pkg/ and cmd/) for FUZZTIME each; CI
+## runs them briefly. An input that fails is written to the package's testdata/fuzz
+## and from then on runs with the unit tests: commit it with the fix.
+FUZZTIME ?= 10s
+fuzz:
+	@set -e; for file in $$(grep -rl --include='*_test.go' '^func Fuzz' pkg cmd | sort); do \
+		for fn in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' $$file); do \
+			echo "fuzz: $$fn in ./$$(dirname $$file) for $(FUZZTIME)"; \
+			go test -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) ./$$(dirname $$file); \
+		done; \
+	done
 
 unit:
 	go test $(GO_TEST_FLAGS) $$(go list ./... | grep -v /integrationtests)

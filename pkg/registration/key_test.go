@@ -9,6 +9,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -242,5 +243,23 @@ func TestAdmissionPoliciesNameWhatTheHubUses(t *testing.T) {
 	}
 	if got := names.TokenServiceAccount("t"); got != "t-registration" {
 		t.Errorf("a token's ServiceAccount is %q; the policies expect <token>-registration", got)
+	}
+}
+
+// The hub chart may patch only the admission policies it names: every policy the
+// hub applies must be among them.
+func TestTheHubChartMayApplyEveryAdmissionPolicy(t *testing.T) {
+	chart, err := os.ReadFile("../../charts/fleet-like/hub/templates/rbac.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	policies, _, err := AdmissionPolicies()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range policies {
+		if !strings.Contains(string(chart), `"`+*p.Name+`"`) {
+			t.Errorf("the hub chart's RBAC does not name admission policy %s", *p.Name)
+		}
 	}
 }

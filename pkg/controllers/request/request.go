@@ -225,17 +225,29 @@ func (h *handler) grant(ctx context.Context, req *fleet.ClusterRegistrationReque
 	if err := verify(req); err != nil {
 		return "", err
 	}
+	judge := func(cluster *fleet.Cluster) error {
+		if err := h.judgeClaim(ctx, cluster, req, bound != ""); err != nil {
+			return err
+		}
+		return judgeKey(cluster, req, bound != "")
+	}
+	// A request refused for its key takes no place on its token: judged first
+	// against the Cluster the cache has, and again against the one it registers into.
+	if cached, err := h.cachedCluster(req); err != nil {
+		return "", err
+	} else if cached != nil {
+		if err := judge(cached); err != nil {
+			return "", err
+		}
+	}
+	if err := h.countRegistration(token, req.Spec.ClientID); err != nil {
+		return "", err
+	}
 	cluster, existed, err := h.clusterFor(ctx, req, log)
 	if err != nil {
 		return "", err
 	}
-	if err := h.judgeClaim(ctx, cluster, req, bound != ""); err != nil {
-		return "", err
-	}
-	if err := judgeKey(cluster, req, bound != ""); err != nil {
-		return "", err
-	}
-	if err := h.countRegistration(token, req.Spec.ClientID); err != nil {
+	if err := judge(cluster); err != nil {
 		return "", err
 	}
 	if cluster, err = h.recordKey(cluster, req, existed); err != nil {
@@ -464,19 +476,28 @@ func registrationSlot(token *fleet.ClusterRegistrationToken, hash string) slot {
 	}
 }
 
+// cachedCluster is the Cluster with the request's clientID in its workspace, as the
+// cache has it, or nil.
+func (h *handler) cachedCluster(req *fleet.ClusterRegistrationRequest) (*fleet.Cluster, error) {
+	matches, err := h.clusters.Cache().GetByIndex(ByClientID, req.Namespace+"/"+req.Spec.ClientID)
+	if err != nil {
+		return nil, err
+	}
+	switch len(matches) {
+	case 0:
+		return nil, nil
+	case 1:
+		return matches[0], nil
+	default:
+		return nil, refuse("AmbiguousClientID", "%d Clusters in namespace %s have clientID %q; give each cluster its own", len(matches), req.Namespace, req.Spec.ClientID)
+	}
+}
+
 // clusterFor finds the Cluster with the request's clientID in its workspace or
 // creates one; existed says whether it was there before.
 func (h *handler) clusterFor(ctx context.Context, req *fleet.ClusterRegistrationRequest, log logrus.FieldLogger) (*fleet.Cluster, bool, error) {
-	matches, err := h.clusters.Cache().GetByIndex(ByClientID, req.Namespace+"/"+req.Spec.ClientID)
-	if err != nil {
-		return nil, false, err
-	}
-	switch len(matches) {
-	case 1:
-		return matches[0], true, nil
-	case 0:
-	default:
-		return nil, false, refuse("AmbiguousClientID", "%d Clusters in namespace %s have clientID %q; give each cluster its own", len(matches), req.Namespace, req.Spec.ClientID)
+	if cached, err := h.cachedCluster(req); err != nil || cached != nil {
+		return cached, cached != nil, err
 	}
 
 	name := names.ClusterForClientID(req.Spec.ClientID)

@@ -123,3 +123,24 @@ func TestJudgeKey(t *testing.T) {
 		}
 	})
 }
+
+// A Cluster's key annotations may be edited by a workspace user: reading them and
+// judging a request against them never panics, and a Cluster whose recorded key is
+// not the request's refuses it unless the token is bound to the Cluster.
+func FuzzJudgeKey(f *testing.F) {
+	f.Add("SHA256:abc", "uid 2026-12-04T00:00:00.000000Z", "k1", int64(0))
+	f.Add("", "garbage", "", int64(-1<<40))
+	f.Fuzz(func(t *testing.T, fingerprint, proof, key string, signed int64) {
+		cluster := &fleet.Cluster{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "ws",
+			Annotations: map[string]string{names.AgentKeyAnnotation: fingerprint, names.AgentKeyProofAnnotation: proof}}}
+		req := &fleet.ClusterRegistrationRequest{
+			ObjectMeta: metav1.ObjectMeta{Name: "r", UID: "u", Namespace: "ws"},
+			Spec:       fleet.ClusterRegistrationRequestSpec{PublicKey: key, SignedAt: &metav1.MicroTime{Time: time.Unix(0, signed)}},
+		}
+		err := judgeKey(cluster, req, false)
+		if fingerprint != "" && fingerprint != registration.Fingerprint(key) && err == nil {
+			t.Fatalf("a request with another key was accepted: recorded %q, asked %q", fingerprint, registration.Fingerprint(key))
+		}
+		_ = recordOf(cluster).same(recordFor(req))
+	})
+}
