@@ -106,6 +106,17 @@ func TestASignedRequestVerifiesAndAnyChangeBreaksIt(t *testing.T) {
 			}
 		})
 	}
+	t.Run("a signed request whose encryption key takes no answer (a low-order point)", func(t *testing.T) {
+		r := signed.DeepCopy()
+		r.Spec.EncryptionKey = base64.StdEncoding.EncodeToString(make([]byte, 32))
+		if err := key.Sign(r); err != nil {
+			t.Fatal(err)
+		}
+		var proofErr *ProofError
+		if err := VerifyProof(r); !errors.As(err, &proofErr) {
+			t.Fatalf("VerifyProof = %v, want a ProofError", err)
+		}
+	})
 	t.Run("the request's name is not signed (the API server picks it)", func(t *testing.T) {
 		r := signed.DeepCopy()
 		r.Name = "request-xyz"

@@ -1,6 +1,7 @@
 package registration
 
 import (
+	"crypto/ecdh"
 	"crypto/hpke"
 	"encoding/base64"
 	"encoding/json"
@@ -9,12 +10,14 @@ import (
 )
 
 // The credential a grant hands out travels sealed with HPKE (RFC 9180) to a one-time
-// key of the agent's request: a hybrid of ML-KEM-768 and X25519, so it stays secret
-// even from someone who records it now to break X25519 later. The private half
-// never leaves the agent's memory, and the request's signature covers the public
-// half, so whoever else can read the credential Secret reads nothing of use.
+// X25519 key of the agent's request. The private half never leaves the agent's
+// memory, and the request's signature covers the public half, so whoever else can
+// read the credential Secret reads nothing of use. What it seals is a token that
+// lasts a day, not a secret to keep for years, so the 32-byte keys of X25519 are
+// chosen over a post-quantum hybrid whose 1.2 KB keys every request and answer of a
+// fleet would carry (docs/scale.md measures the difference).
 var (
-	sealKEM  = hpke.MLKEM768X25519()
+	sealKEM  = hpke.DHKEM(ecdh.X25519())
 	sealKDF  = hpke.HKDFSHA256()
 	sealAEAD = hpke.AES256GCM()
 )
@@ -54,9 +57,9 @@ func SealCredential(encryptionKey, clientID, clientRandom string, cred Credentia
 	}
 	public, err := sealKEM.NewPublicKey(raw)
 	if err != nil {
-		return nil, &ProofError{Why: "encryptionKey is not an ML-KEM-768+X25519 public key: " + err.Error()}
+		return nil, &ProofError{Why: "encryptionKey is not an X25519 public key: " + err.Error()}
 	}
-	plaintext, err := json.Marshal(cred.SecretData())
+	plaintext, err := json.Marshal(asStrings(cred.SecretData()))
 	if err != nil {
 		return nil, err
 	}
@@ -73,9 +76,23 @@ func (o *Opener) Open(clientID, clientRandom string, sealed []byte) (Credential,
 	if err != nil {
 		return Credential{}, errors.New("the sealed credential does not open with this request's key")
 	}
-	var data map[string][]byte
+	var data map[string]string
 	if err := json.Unmarshal(plaintext, &data); err != nil {
 		return Credential{}, fmt.Errorf("the sealed credential: %w", err)
 	}
-	return CredentialFromSecretData(data)
+	bytes := make(map[string][]byte, len(data))
+	for k, v := range data {
+		bytes[k] = []byte(v)
+	}
+	return CredentialFromSecretData(bytes)
+}
+
+// asStrings is a credential's Secret data as text (all of it is: a token, a PEM CA,
+// names, times), so sealing it does not base64 it first.
+func asStrings(data map[string][]byte) map[string]string {
+	out := make(map[string]string, len(data))
+	for k, v := range data {
+		out[k] = string(v)
+	}
+	return out
 }

@@ -123,7 +123,7 @@ type ClusterRegistrationRequestSpec struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=128
 	PublicKey string `json:"publicKey,omitempty"`
-	// EncryptionKey is a one-time HPKE public key (ML-KEM-768 with X25519, base64)
+	// EncryptionKey is a one-time HPKE public key (X25519, base64)
 	// the hub encrypts the granted credential to.
 	// +optional
 	// +kubebuilder:validation:MaxLength=2048

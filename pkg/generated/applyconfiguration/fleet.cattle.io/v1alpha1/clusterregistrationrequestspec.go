@@ -43,7 +43,7 @@ type ClusterRegistrationRequestSpecApplyConfiguration struct {
 	// Cluster is bound to the key of its first registration; a later request for it
 	// must be signed with the same key, or be made with a token bound to the Cluster.
 	PublicKey *string `json:"publicKey,omitempty"`
-	// EncryptionKey is a one-time HPKE public key (ML-KEM-768 with X25519, base64)
+	// EncryptionKey is a one-time HPKE public key (X25519, base64)
 	// the hub encrypts the granted credential to.
 	EncryptionKey *string `json:"encryptionKey,omitempty"`
 	// SignedAt is when the agent signed the request. The hub accepts a request for
