@@ -119,16 +119,15 @@ func (d Downstream) existingKey(ctx context.Context) (AgentKey, bool, error) {
 	return key, err == nil, err
 }
 
-// refreshRecovery gives cred a recovery token when it has none or half of its
-// token's lifetime has passed: a TokenRequest, as the cluster identity, for the
+// refreshRecovery gives cred a fresh recovery token, with every renewal of its
+// identity, so that an agent may be offline for nearly the whole recovery lifetime
+// and still come back: a TokenRequest (which stores nothing), as the cluster
+// identity, for the
 // cluster's recovery ServiceAccount, which the identity creates first if it is not
 // there (the hub does not make it at registration, so a registration costs nothing
 // more; an admission policy lets the identity create that ServiceAccount only).
-func refreshRecovery(ctx context.Context, hub kubernetes.Interface, cred Credential, now time.Time) (Credential, bool, error) {
+func refreshRecovery(ctx context.Context, hub kubernetes.Interface, cred Credential) (Credential, bool, error) {
 	if cred.RecoveryLifetime <= 0 {
-		return cred, false, nil
-	}
-	if cred.RecoveryToken != "" && now.Before(cred.RecoveryExpires.Add(-cred.RecoveryLifetime/2)) {
 		return cred, false, nil
 	}
 	sas := hub.CoreV1().ServiceAccounts(cred.DeploymentNamespace)

@@ -139,7 +139,7 @@ func (r *Renewer) renew(ctx context.Context, cred Credential) (Credential, error
 	renewed.Token = tr.Status.Token
 	renewed.Issued = time.Now()
 	renewed.Expires = tr.Status.ExpirationTimestamp.Time
-	if refreshed, changed, err := refreshRecovery(ctx, r.Hub, renewed, renewed.Issued); err != nil {
+	if refreshed, changed, err := refreshRecovery(ctx, r.Hub, renewed); err != nil {
 		r.Log.WithError(err).Warn("Could not get a recovery credential; an expired identity will need a person until the next renewal gets one")
 	} else if changed {
 		renewed = refreshed

@@ -775,7 +775,7 @@ func (h *handler) judgeClaim(ctx context.Context, cluster *fleet.Cluster, req *f
 		return err
 	}
 	return &refusal{reason: "KeyNotRecorded", cluster: cluster, message: fmt.Sprintf(
-		"Cluster %s/%s is registered but its agent has not recorded its key yet (it registered before agent keys; an upgraded agent records it itself). "+
+		"Cluster %s/%s is registered but has no agent key recorded (its agent registered before agent keys). "+
 			"If this is the same cluster, allow it: create a ClusterRegistrationToken in namespace %s with label %s=%s and a short ttl, "+
 			"and install the agent with that token's values.yaml", cluster.Namespace, cluster.Name, cluster.Namespace, names.ClusterLabel, cluster.Name)}
 }
