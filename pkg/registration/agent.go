@@ -239,19 +239,10 @@ func Register(ctx context.Context, d Downstream, values Values, log logrus.Field
 	if err != nil {
 		return nil, err
 	}
-	hubConfig, err := HubConfig(values.APIServerURL, values.APIServerCA, values.Token)
+	hub, err := newExchange(values.APIServerURL, values.APIServerCA, values.Token, values.SystemRegistrationNamespace)
 	if err != nil {
 		return nil, err
 	}
-	hub, err := versioned.NewForConfig(hubConfig)
-	if err != nil {
-		return nil, err
-	}
-	hubClient, err := kubernetes.NewForConfig(hubConfig)
-	if err != nil {
-		return nil, err
-	}
-
 	key, err := d.Key(ctx)
 	if err != nil {
 		return nil, err
@@ -260,8 +251,7 @@ func Register(ctx context.Context, d Downstream, values Values, log logrus.Field
 	if err != nil {
 		return nil, err
 	}
-	clientRandom := request.Spec.ClientRandom
-	created, err := hub.FleetV1alpha1().ClusterRegistrationRequests(values.ClusterNamespace).Create(ctx, request, metav1.CreateOptions{})
+	created, err := hub.fleet.FleetV1alpha1().ClusterRegistrationRequests(values.ClusterNamespace).Create(ctx, request, metav1.CreateOptions{})
 	if apierrors.IsUnauthorized(err) {
 		return nil, fmt.Errorf("the hub at %s refused registration token %q (401 Unauthorized): the ClusterRegistrationToken has expired or been deleted; "+
 			"create a new token in namespace %s and install the chart again with its values.yaml", values.APIServerURL, values.TokenName, values.ClusterNamespace)
@@ -272,17 +262,9 @@ func Register(ctx context.Context, d Downstream, values Values, log logrus.Field
 	log = log.WithFields(logrus.Fields{"request": values.ClusterNamespace + "/" + created.Name, "clientID": clientID})
 	log.Info("Sent the registration request; waiting for the hub to grant it")
 
-	secretName := names.CredentialSecret(clientID, clientRandom)
-	answer, err := waitForAnswer(ctx, hubClient, values, secretName)
+	cred, err := hub.answer(ctx, request, opener)
 	if err != nil {
 		return nil, err
-	}
-	cred, err := answer.open(opener, clientID, clientRandom)
-	if answer.refusal != nil {
-		return nil, answer.refusal
-	}
-	if err != nil {
-		return nil, fmt.Errorf("Secret %s/%s from the hub: %w", values.SystemRegistrationNamespace, secretName, err)
 	}
 	cred.ClientID = clientID
 	if err := d.StoreIdentity(ctx, cred); err != nil {
@@ -293,11 +275,7 @@ func Register(ctx context.Context, d Downstream, values Values, log logrus.Field
 	if err != nil && !apierrors.IsNotFound(err) {
 		return nil, fmt.Errorf("deleting the bootstrap Secret %s/%s: %w", d.Namespace, names.AgentBootstrapSecret, err)
 	}
-	// Picked up: the hub need not keep it (it deletes it later itself otherwise).
-	err = hubClient.CoreV1().Secrets(values.SystemRegistrationNamespace).Delete(ctx, secretName, metav1.DeleteOptions{})
-	if err != nil && !apierrors.IsNotFound(err) {
-		log.WithError(err).Debug("Could not delete the picked-up credential Secret on the hub; the hub deletes it later")
-	}
+	hub.pickedUp(ctx, request, log)
 	log.WithField("cluster", cred.ClusterNamespace+"/"+cred.ClusterName).Info("Registered")
 	return &cred, nil
 }
@@ -375,6 +353,60 @@ func (a *answer) open(opener *Opener, clientID, clientRandom string) (Credential
 		return Credential{}, a.refusal
 	}
 	return opener.Open(clientID, clientRandom, a.sealed)
+}
+
+// exchange is an agent's conversation with the hub about one request: clients that
+// authenticate with a registration or recovery token, and the namespace the hub
+// answers in.
+type exchange struct {
+	fleet     versioned.Interface
+	kube      kubernetes.Interface
+	url       string
+	answersIn string
+}
+
+func newExchange(url, ca, token, answersIn string) (*exchange, error) {
+	cfg, err := HubConfig(url, ca, token)
+	if err != nil {
+		return nil, err
+	}
+	fleetClient, err := versioned.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &exchange{fleet: fleetClient, kube: kube, url: url, answersIn: answersIn}, nil
+}
+
+// answer waits for the hub's answer to request and opens it with opener: the
+// credential, or a *RefusedError.
+func (x *exchange) answer(ctx context.Context, request *fleet.ClusterRegistrationRequest, opener *Opener) (Credential, error) {
+	name := names.CredentialSecret(request.Spec.ClientID, request.Spec.ClientRandom)
+	a, err := waitForAnswer(ctx, x.kube, Values{APIServerURL: x.url, SystemRegistrationNamespace: x.answersIn}, name)
+	if err != nil {
+		return Credential{}, err
+	}
+	if a.refusal != nil {
+		return Credential{}, a.refusal
+	}
+	cred, err := a.open(opener, request.Spec.ClientID, request.Spec.ClientRandom)
+	if err != nil {
+		return Credential{}, fmt.Errorf("Secret %s/%s from the hub: %w", x.answersIn, name, err)
+	}
+	return cred, nil
+}
+
+// pickedUp deletes the answer to request once its credential is stored: the hub need
+// not keep it (it deletes it later itself otherwise).
+func (x *exchange) pickedUp(ctx context.Context, request *fleet.ClusterRegistrationRequest, log logrus.FieldLogger) {
+	name := names.CredentialSecret(request.Spec.ClientID, request.Spec.ClientRandom)
+	err := x.kube.CoreV1().Secrets(x.answersIn).Delete(ctx, name, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		log.WithError(err).Debug("Could not delete the picked-up credential Secret on the hub; the hub deletes it later")
+	}
 }
 
 func answerFromSecretData(data map[string][]byte) (*answer, error) {

@@ -13,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/flotilla/flotilla/pkg/generated/clientset/versioned"
 	"github.com/flotilla/flotilla/pkg/names"
 )
 
@@ -43,15 +42,7 @@ func Recover(ctx context.Context, d Downstream, cred Credential, log logrus.Fiel
 	if !found {
 		return nil, &ErrNoRecovery{Why: "the agent's key is gone from Secret " + d.Namespace + "/" + names.AgentIdentitySecret + ", so it cannot prove it is this cluster; " + cred.ExpiredAdvice()}
 	}
-	hubConfig, err := HubConfig(cred.APIServerURL, string(cred.APIServerCA), cred.RecoveryToken)
-	if err != nil {
-		return nil, err
-	}
-	hub, err := versioned.NewForConfig(hubConfig)
-	if err != nil {
-		return nil, err
-	}
-	hubKube, err := kubernetes.NewForConfig(hubConfig)
+	hub, err := newExchange(cred.APIServerURL, string(cred.APIServerCA), cred.RecoveryToken, cred.DeploymentNamespace)
 	if err != nil {
 		return nil, err
 	}
@@ -59,7 +50,7 @@ func Recover(ctx context.Context, d Downstream, cred Credential, log logrus.Fiel
 	if err != nil {
 		return nil, err
 	}
-	created, err := hub.FleetV1alpha1().ClusterRegistrationRequests(cred.DeploymentNamespace).Create(ctx, request, metav1.CreateOptions{})
+	created, err := hub.fleet.FleetV1alpha1().ClusterRegistrationRequests(cred.DeploymentNamespace).Create(ctx, request, metav1.CreateOptions{})
 	if apierrors.IsUnauthorized(err) || apierrors.IsForbidden(err) {
 		return nil, noRecovery(cred, err)
 	}
@@ -68,19 +59,13 @@ func Recover(ctx context.Context, d Downstream, cred Credential, log logrus.Fiel
 	}
 	log.WithField("request", cred.DeploymentNamespace+"/"+created.Name).Info("The cluster's identity expired; asked the hub for a new one, proving the agent's key")
 
-	secretName := names.CredentialSecret(request.Spec.ClientID, request.Spec.ClientRandom)
-	at := Values{APIServerURL: cred.APIServerURL, SystemRegistrationNamespace: cred.DeploymentNamespace}
-	a, err := waitForAnswer(ctx, hubKube, at, secretName)
-	if err != nil {
-		return nil, err
-	}
-	renewed, err := a.open(opener, request.Spec.ClientID, request.Spec.ClientRandom)
+	renewed, err := hub.answer(ctx, request, opener)
 	var refused *RefusedError
 	if errors.As(err, &refused) {
 		return nil, noRecovery(cred, refused)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("Secret %s/%s from the hub: %w", cred.DeploymentNamespace, secretName, err)
+		return nil, err
 	}
 	renewed.ClientID = cred.ClientID
 	// The recovery token is the one it had; the next renewal refreshes it.
@@ -88,10 +73,7 @@ func Recover(ctx context.Context, d Downstream, cred Credential, log logrus.Fiel
 	if err := d.StoreIdentity(ctx, renewed); err != nil {
 		return nil, err
 	}
-	err = hubKube.CoreV1().Secrets(cred.DeploymentNamespace).Delete(ctx, secretName, metav1.DeleteOptions{})
-	if err != nil && !apierrors.IsNotFound(err) {
-		log.WithError(err).Debug("Could not delete the picked-up credential Secret on the hub; the hub deletes it later")
-	}
+	hub.pickedUp(ctx, request, log)
 	log.WithField("expires", renewed.Expires.UTC().Format(time.RFC3339)).Info("Recovered the cluster's identity")
 	return &renewed, nil
 }
