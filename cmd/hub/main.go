@@ -42,6 +42,7 @@ type controlPlaneFlags struct {
 	securePort  int
 	tlsSANs     []string
 	profiling   bool
+	maxToken    time.Duration
 }
 
 func (f *controlPlaneFlags) register(cmd *cobra.Command, defaultDataDir string, defaultPort int) {
@@ -50,6 +51,7 @@ func (f *controlPlaneFlags) register(cmd *cobra.Command, defaultDataDir string, 
 	cmd.Flags().IntVar(&f.securePort, "secure-port", defaultPort, "HTTPS port of the embedded API server")
 	cmd.Flags().BoolVar(&f.profiling, "profiling", false, "serve Go profiles at /debug/pprof: the embedded API server's (to its admins) and the hub's on --metrics-bind-address")
 	cmd.Flags().StringSliceVar(&f.tlsSANs, "tls-san", nil, "extra host names or IP addresses for the API server certificate, e.g. the address agents use to reach the hub")
+	cmd.Flags().DurationVar(&f.maxToken, "service-account-max-token-expiration", controlplane.DefaultMaxTokenExpiration, "longest lifetime of a ServiceAccount token the embedded API server issues; a TokenRequest for longer gets this long")
 }
 
 func (f *controlPlaneFlags) config() (controlplane.Config, error) {
@@ -60,7 +62,11 @@ func (f *controlPlaneFlags) config() (controlplane.Config, error) {
 	if f.securePort < 1 || f.securePort > 65535 {
 		return controlplane.Config{}, fmt.Errorf("--secure-port %d is not a port number", f.securePort)
 	}
-	return controlplane.Config{DataDir: f.dataDir, BindAddress: ip, SecurePort: f.securePort, TLSSANs: f.tlsSANs, Profiling: f.profiling}, nil
+	if f.maxToken < 10*time.Minute {
+		return controlplane.Config{}, fmt.Errorf("--service-account-max-token-expiration %s is shorter than the 10 minutes the TokenRequest API allows", f.maxToken)
+	}
+	return controlplane.Config{DataDir: f.dataDir, BindAddress: ip, SecurePort: f.securePort, TLSSANs: f.tlsSANs, Profiling: f.profiling,
+		MaxTokenExpiration: f.maxToken}, nil
 }
 
 func defaultDataDir(name string) string {
@@ -125,6 +131,9 @@ cluster instead, installing or updating the fleet.cattle.io CRDs there itself.`,
 				return fmt.Errorf("--cluster-recovery-ttl %s is shorter than --cluster-token-ttl %s: recovery is for agents offline longer than their identity lasts (0 turns it off)",
 					settings.ClusterRecoveryTTL, settings.ClusterTokenTTL)
 			}
+			if err := tokensFit(cpConfig.MaxTokenExpiration, kubeconfig, settings); err != nil {
+				return err
+			}
 			opts := hub.Options{
 				Settings:               settings,
 				Kubeconfig:             kubeconfig,
@@ -174,6 +183,29 @@ cluster instead, installing or updating the fleet.cattle.io CRDs there itself.`,
 	cp.register(cmd, defaultDataDir("flotilla"), 6443)
 	cmd.AddCommand(newControlPlaneCommand(), newTokenCommand(), newClusterCommand())
 	return cmd
+}
+
+// tokensFit says whether the embedded API server issues tokens as long as the hub
+// hands out: a shorter --service-account-max-token-expiration would cut them short
+// without a word.
+func tokensFit(maxToken time.Duration, kubeconfig string, settings controllers.Settings) error {
+	if kubeconfig != "" {
+		return nil
+	}
+	for _, lifetime := range []struct {
+		what string
+		ttl  time.Duration
+	}{
+		{"--cluster-token-ttl", settings.ClusterTokenTTL},
+		{"--cluster-recovery-ttl", settings.ClusterRecoveryTTL},
+		{"--import-token-ttl", settings.ImportTokenTTL},
+		{"the credential lifetime of a registration token without a TTL", settings.NoTTLTokenLifetime},
+	} {
+		if lifetime.ttl > maxToken {
+			return fmt.Errorf("--service-account-max-token-expiration %s is shorter than %s (%s): raise it", maxToken, lifetime.what, lifetime.ttl)
+		}
+	}
+	return nil
 }
 
 func newControlPlaneCommand() *cobra.Command {

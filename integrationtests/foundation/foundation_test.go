@@ -115,6 +115,30 @@ func TestHubServesTheFleetAPI(t *testing.T) {
 		}
 	})
 
+	t.Run("no ServiceAccount token outlives a year", func(t *testing.T) {
+		hub.MustKubectl("", "-n", "clusters", "create", "serviceaccount", "long-lived")
+		tenYears := int64(10 * 365 * 24 * 3600)
+		tr, err := hub.Client().CoreV1().ServiceAccounts("clusters").CreateToken(context.Background(), "long-lived",
+			&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &tenYears}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		expires := tr.Status.ExpirationTimestamp.Time
+		if limit := time.Now().Add(366 * 24 * time.Hour); expires.After(limit) {
+			t.Fatalf("a token asked for ten years expires at %s, after a year from now", expires)
+		}
+	})
+
+	t.Run("people and the hub are different users", func(t *testing.T) {
+		// The hub's user is controlplane.HubUsername (a constant not imported here: it
+		// would link kube-apiserver into this test).
+		const hubUser = "flotilla-hub"
+		out := hub.MustKubectl("", "auth", "whoami", "-o", "jsonpath={.status.userInfo.username}")
+		if out == "" || out == hubUser {
+			t.Fatalf("the admin kubeconfig authenticates as %q, want a user other than the hub's %s", out, hubUser)
+		}
+	})
+
 	t.Run("kubectl sees the stamped Kubernetes version", func(t *testing.T) {
 		out := hub.MustKubectl("", "version", "-o", "json")
 		if !strings.Contains(out, `"gitVersion": "v1.37.2"`) {

@@ -23,7 +23,7 @@ const serviceAccountIssuer = "https://kubernetes.default.svc.cluster.local"
 // Flags, rather than option struct fields, are kube-apiserver's stable interface.
 func (c *ControlPlane) apiServerFlags(etcdURL string) []string {
 	p := c.pki
-	return []string{
+	flags := []string{
 		"--bind-address=" + c.cfg.BindAddress.String(),
 		"--secure-port=" + strconv.Itoa(c.cfg.SecurePort),
 		"--tls-cert-file=" + p.certFile(servingName),
@@ -42,6 +42,10 @@ func (c *ControlPlane) apiServerFlags(etcdURL string) []string {
 		// Events are kept an hour, as on a default cluster.
 		"--event-ttl=1h",
 	}
+	if c.cfg.MaxTokenExpiration > 0 {
+		flags = append(flags, "--service-account-max-token-expiration="+c.cfg.MaxTokenExpiration.String())
+	}
+	return flags
 }
 
 // runAPIServer configures kube-apiserver from flags and serves until ctx ends. It

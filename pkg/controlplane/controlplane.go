@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/klog/v2"
 
 	"github.com/flotilla/flotilla/pkg/kubeconfig"
@@ -42,7 +43,14 @@ type Config struct {
 	// the kube-root-ca.crt ConfigMap in every namespace. A hub's control plane runs
 	// no Pods and goes without, saving two writes for every per-cluster namespace.
 	Workloads bool
+	// MaxTokenExpiration is the longest lifetime of a ServiceAccount token the API
+	// server issues; zero leaves it unbounded.
+	MaxTokenExpiration time.Duration
 }
+
+// DefaultMaxTokenExpiration is a year: the longest credential the hub hands out, that
+// of a registration token without a TTL.
+const DefaultMaxTokenExpiration = 365 * 24 * time.Hour
 
 // ControlPlane is a running embedded control plane.
 type ControlPlane struct {
@@ -52,8 +60,11 @@ type ControlPlane struct {
 
 	// AdminKubeconfig is the path of a cluster-admin kubeconfig, rewritten on every start.
 	AdminKubeconfig string
-	// RESTConfig is a cluster-admin client configuration.
+	// RESTConfig is a cluster-admin client configuration, the one AdminKubeconfig holds.
 	RESTConfig *rest.Config
+	// HubRESTConfig is the client configuration of the hub's controllers: a cluster
+	// administrator too, but named HubUsername.
+	HubRESTConfig *rest.Config
 	// URL is the API server's address as clients on this machine reach it.
 	URL string
 	// CAPEM is the CA certificate that signed the serving certificate.
@@ -111,6 +122,9 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 	}
 	c.RESTConfig, err = kubeconfig.Load(c.AdminKubeconfig)
 	if err != nil {
+		return nil, err
+	}
+	if c.HubRESTConfig, err = c.clientConfig(hubName, "flotilla"); err != nil {
 		return nil, err
 	}
 
@@ -178,12 +192,29 @@ func (c *ControlPlane) Wait() error {
 }
 
 func (c *ControlPlane) writeKubeconfig(credentialName, contextName, path string) error {
+	cfg, err := c.kubeconfig(credentialName, contextName)
+	if err != nil {
+		return err
+	}
+	return kubeconfig.Write(cfg, path)
+}
+
+// clientConfig is the client configuration of a credential ensurePKI issued, kept
+// in memory only.
+func (c *ControlPlane) clientConfig(credentialName, contextName string) (*rest.Config, error) {
+	cfg, err := c.kubeconfig(credentialName, contextName)
+	if err != nil {
+		return nil, err
+	}
+	return kubeconfig.RESTConfig(cfg)
+}
+
+func (c *ControlPlane) kubeconfig(credentialName, contextName string) (*clientcmdapi.Config, error) {
 	certPEM, keyPEM, err := c.pki.clientCredential(credentialName)
 	if err != nil {
-		return fmt.Errorf("reading the %s credential: %w", credentialName, err)
+		return nil, fmt.Errorf("reading the %s credential: %w", credentialName, err)
 	}
-	cfg := kubeconfig.New(contextName, c.URL, c.CAPEM, kubeconfig.Credential{ClientCertificatePEM: certPEM, ClientKeyPEM: keyPEM})
-	return kubeconfig.Write(cfg, path)
+	return kubeconfig.New(contextName, c.URL, c.CAPEM, kubeconfig.Credential{ClientCertificatePEM: certPEM, ClientKeyPEM: keyPEM}), nil
 }
 
 // waitReady polls /readyz until the API server answers ok. The server starts in

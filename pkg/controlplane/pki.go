@@ -17,11 +17,14 @@ import (
 )
 
 const (
-	caName               = "ca"
-	servingName          = "apiserver"
-	adminName            = "admin"
-	controllerMgrName    = "controller-manager"
-	serviceAccountKey    = "sa"
+	caName            = "ca"
+	servingName       = "apiserver"
+	adminName         = "admin"
+	hubName           = "hub"
+	controllerMgrName = "controller-manager"
+	serviceAccountKey = "sa"
+	// HubUsername is the user the embedded hub's controllers act as.
+	HubUsername          = "flotilla-hub"
 	caValidity           = 10 * 365 * 24 * time.Hour
 	leafValidity         = 365 * 24 * time.Hour
 	renewBefore          = 30 * 24 * time.Hour
@@ -81,6 +84,14 @@ func ensurePKI(dir string, sans certutil.AltNames) (*pki, error) {
 		}},
 		{adminName, certutil.Config{
 			CommonName:   "flotilla-admin",
+			Organization: []string{"system:masters"},
+			Usages:       []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+		}},
+		{hubName, certutil.Config{
+			// The hub's controllers have their own name, not the admin's that people
+			// use, so that admission policies can keep to the hub what only it may
+			// write (HubUsername).
+			CommonName:   HubUsername,
 			Organization: []string{"system:masters"},
 			Usages:       []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 		}},

@@ -101,7 +101,7 @@ func Run(ctx context.Context, opts Options) error {
 		if err != nil {
 			return err
 		}
-		cfg = cp.RESTConfig
+		cfg = cp.HubRESTConfig
 	} else {
 		cfg, err = kubeconfig.Load(opts.Kubeconfig)
 		if err != nil {
