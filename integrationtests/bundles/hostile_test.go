@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/flotilla/flotilla/integrationtests/framework"
@@ -84,15 +85,45 @@ func TestBundlesCannotHurtTheHubOrPoseAsTheAgent(t *testing.T) {
 		t.Fatalf("the ConfigMap at the limit arrived with %d bytes of filler", len(cm.Data["filler"]))
 	}
 
-	// A Bundle labelled as the cluster's agent bundle is deployed as the ordinary
-	// Bundle it is, not as the agent's own release.
+	// Only the hub makes agent bundles: a Bundle labelled as the cluster's agent
+	// bundle is refused by the API server, as is a change to the hub's agent bundle.
+	bundles := hub.Fleet().FleetV1alpha1().Bundles(workspace)
+	agentCM := fleet.BundleResource{Name: "cm.yaml", Content: "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: poser\n"}
+	_, err := bundles.Create(context.Background(), &fleet.Bundle{
+		ObjectMeta: metav1.ObjectMeta{Name: "poser", Namespace: workspace, Labels: map[string]string{names.AgentBundleLabel: d.cluster}},
+		Spec:       fleet.BundleSpec{Resources: []fleet.BundleResource{agentCM}, Targets: targets},
+	}, metav1.CreateOptions{})
+	wantForbidden(t, err, "only the Flotilla hub makes and changes agent bundles", "may not create or label one")
+	var agentBundle *fleet.Bundle
+	framework.Eventually(t, "the agent bundle", timeout, func(ctx context.Context) (err error) {
+		agentBundle, err = bundles.Get(ctx, names.AgentBundle(d.cluster), framework.Get)
+		return err
+	})
+	changed := agentBundle.DeepCopy()
+	changed.Spec.Resources = []fleet.BundleResource{agentCM}
+	_, err = bundles.Update(context.Background(), changed, metav1.UpdateOptions{})
+	wantForbidden(t, err, "may not change the spec or that label of one")
+	unlabelled := agentBundle.DeepCopy()
+	delete(unlabelled.Labels, names.AgentBundleLabel)
+	_, err = bundles.Update(context.Background(), unlabelled, metav1.UpdateOptions{})
+	wantForbidden(t, err, "may not change the spec or that label of one")
+	// Metadata others keep on it (the garbage collector's, a person's annotation) is not
+	// the agent's to fear.
+	annotated := agentBundle.DeepCopy()
+	metav1.SetMetaDataAnnotation(&annotated.ObjectMeta, "team", "a")
+	if _, err := bundles.Update(context.Background(), annotated, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("annotating the agent bundle: %v", err)
+	}
+
+	// The hub's other labels on a Bundle are not copied to its BundleDeployments,
+	// where they could make them pass for another Bundle's.
 	createBundle(t, hub, &fleet.Bundle{
 		ObjectMeta: metav1.ObjectMeta{Name: "poser", Labels: map[string]string{
-			names.AgentBundleLabel: d.cluster, names.BundleNameLabel: names.AgentBundle(d.cluster), "team": "a",
+			names.BundleNameLabel: names.AgentBundle(d.cluster), "team": "a",
 		}},
 		Spec: fleet.BundleSpec{
 			BundleDeploymentOptions: fleet.BundleDeploymentOptions{DefaultNamespace: "poser"},
-			Resources:               []fleet.BundleResource{{Name: "cm.yaml", Content: "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: poser\n"}},
+			Resources:               []fleet.BundleResource{agentCM},
 			Targets:                 targets,
 		},
 	})
@@ -141,4 +172,18 @@ func TestBundlesCannotHurtTheHubOrPoseAsTheAgent(t *testing.T) {
 		}
 	}
 	waitClusterDisplay(t, hub, d.cluster, "BUNDLES-READY", readyBundles, "3/4")
+}
+
+// wantForbidden fails t unless err is the API server's Forbidden with each of want in
+// its message.
+func wantForbidden(t *testing.T, err error, want ...string) {
+	t.Helper()
+	if !apierrors.IsForbidden(err) {
+		t.Fatalf("got %v, want Forbidden", err)
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Fatalf("got %v, want a message with %q", err, w)
+		}
+	}
 }

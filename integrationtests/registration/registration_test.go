@@ -482,6 +482,15 @@ func testIdentitiesAreIsolated(t *testing.T, hub *framework.Hub, rbacObjects int
 	_, forbidden["patch B's Cluster status"] = fleetA.FleetV1alpha1().Clusters(workspace).Patch(ctx, credB.ClusterName, types.MergePatchType, patch, metav1.PatchOptions{}, "status")
 	_, forbidden["patch its own Cluster spec"] = fleetA.FleetV1alpha1().Clusters(workspace).Patch(ctx, credA.ClusterName, types.MergePatchType, []byte(`{"spec":{"paused":true}}`), metav1.PatchOptions{})
 	_, forbidden["list Clusters"] = fleetA.FleetV1alpha1().Clusters(workspace).List(ctx, metav1.ListOptions{})
+	// Of its own Cluster's status only status.agent, its heartbeat, is the agent's.
+	for field, value := range map[string]string{"agentDeployedGeneration": "999", "conditions": "[]", "display": `{"state":"Forged by the agent"}`} {
+		hubField := []byte(`{"status":{"` + field + `":` + value + `}}`)
+		_, err := fleetA.FleetV1alpha1().Clusters(workspace).Patch(ctx, credA.ClusterName, types.MergePatchType, hubField, metav1.PatchOptions{}, "status")
+		if err == nil || !strings.Contains(err.Error(), "may change only status.agent") {
+			t.Errorf("A patching status.%s of its own Cluster: %v, want it refused as not status.agent", field, err)
+		}
+		forbidden["patch status."+field+" of its own Cluster"] = err
+	}
 	// Agents delete their credential Secret once read: a third request, left
 	// unread, stands for one.
 	unread := unreadAnswer(t, hub, values, "unread")

@@ -15,6 +15,7 @@ import (
 	corecontrollers "github.com/rancher/wrangler/v3/pkg/generated/controllers/core"
 	"github.com/rancher/wrangler/v3/pkg/schemes"
 	"github.com/sirupsen/logrus"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -274,12 +275,20 @@ func optional(err error, what, warning string) error {
 	return nil
 }
 
-// ensureAdmissionPolicies server-side applies the registration admission policies.
-// An API server without ValidatingAdmissionPolicy (before Kubernetes 1.30), or a hub
-// not allowed to write them, is warned about: the hub still works, but a token holder
-// can then name another token in its requests and an agent create other Leases.
+// ensureAdmissionPolicies server-side applies the admission policies of what
+// outsiders send (registration.AdmissionPolicies), naming the hub by the user the API
+// server sees it as. An API server without ValidatingAdmissionPolicy (before
+// Kubernetes 1.30) or SelfSubjectReview, or a hub not allowed to write them, is
+// warned about: the hub still works, but a token holder can then name another token
+// in its requests, an agent create other Leases or write all of its Cluster's
+// status, and a workspace user make agent bundles.
 func ensureAdmissionPolicies(ctx context.Context, kube kubernetes.Interface) error {
-	policies, bindings, err := registration.AdmissionPolicies()
+	const warning = "Could not apply the admission policies; requests naming another token, agents' other Leases and status fields, and agent bundles made by others are not refused"
+	review, err := kube.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	if err != nil {
+		return optional(err, "a review of the hub's own user", warning)
+	}
+	policies, bindings, err := registration.AdmissionPolicies(review.Status.UserInfo.Username)
 	if err != nil {
 		return err
 	}
@@ -295,8 +304,7 @@ func ensureAdmissionPolicies(ctx context.Context, kube kubernetes.Interface) err
 		}
 		_, err = kube.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Apply(ctx, b, apply)
 	}
-	return optional(err, "the registration admission policies",
-		"Could not apply the registration admission policies; requests naming another token and agents' other Leases are not refused")
+	return optional(err, "the admission policies", warning)
 }
 
 func sameRules(a, b *rbacv1.ClusterRole) bool {

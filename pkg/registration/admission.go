@@ -3,6 +3,7 @@ package registration
 import (
 	_ "embed"
 	"fmt"
+	"strconv"
 	"strings"
 
 	admissionv1 "k8s.io/client-go/applyconfigurations/admissionregistration/v1"
@@ -12,12 +13,16 @@ import (
 //go:embed manifests/admission.yaml
 var admissionYAML []byte
 
+// hubUsernamePlaceholder stands in manifests/admission.yaml for the hub's user name.
+const hubUsernamePlaceholder = "HUB_USERNAME"
+
 // AdmissionPolicies are the ValidatingAdmissionPolicies, with their bindings, that
-// the API server applies to registration traffic (manifests/admission.yaml): a
-// request must name the token it is made with, and an agent may create only its own
-// Lease. They are server-side apply configurations; the hub applies them on every
-// start.
-func AdmissionPolicies() ([]*admissionv1.ValidatingAdmissionPolicyApplyConfiguration, []*admissionv1.ValidatingAdmissionPolicyBindingApplyConfiguration, error) {
+// the API server applies to what outsiders send the hub (manifests/admission.yaml):
+// a request must name the token it is made with, an agent may create only its own
+// Lease and change only its heartbeat, only the hub makes agent bundles. hubUser is
+// the user name the hub acts as. They are server-side apply configurations; the hub
+// applies them on every start.
+func AdmissionPolicies(hubUser string) ([]*admissionv1.ValidatingAdmissionPolicyApplyConfiguration, []*admissionv1.ValidatingAdmissionPolicyBindingApplyConfiguration, error) {
 	var (
 		policies []*admissionv1.ValidatingAdmissionPolicyApplyConfiguration
 		bindings []*admissionv1.ValidatingAdmissionPolicyBindingApplyConfiguration
@@ -35,6 +40,7 @@ func AdmissionPolicies() ([]*admissionv1.ValidatingAdmissionPolicyApplyConfigura
 			if err := yaml.UnmarshalStrict([]byte(doc), p); err != nil {
 				return nil, nil, fmt.Errorf("manifests/admission.yaml document %d: %w", i, err)
 			}
+			forHub(p, hubUser)
 			policies = append(policies, p)
 		case "ValidatingAdmissionPolicyBinding":
 			b := &admissionv1.ValidatingAdmissionPolicyBindingApplyConfiguration{}
@@ -47,4 +53,23 @@ func AdmissionPolicies() ([]*admissionv1.ValidatingAdmissionPolicyApplyConfigura
 		}
 	}
 	return policies, bindings, nil
+}
+
+// forHub writes hubUser, as a CEL string, where p's expressions name the hub.
+func forHub(p *admissionv1.ValidatingAdmissionPolicyApplyConfiguration, hubUser string) {
+	if p.Spec == nil {
+		return
+	}
+	// strconv.Quote's escapes are all CEL string escapes too.
+	literal := strconv.Quote(hubUser)
+	for i := range p.Spec.MatchConditions {
+		if e := p.Spec.MatchConditions[i].Expression; e != nil {
+			*e = strings.ReplaceAll(*e, hubUsernamePlaceholder, literal)
+		}
+	}
+	for i := range p.Spec.Validations {
+		if e := p.Spec.Validations[i].Expression; e != nil {
+			*e = strings.ReplaceAll(*e, hubUsernamePlaceholder, literal)
+		}
+	}
 }
