@@ -109,7 +109,7 @@ func (a *identityAuthorizer) Authorize(ctx context.Context, attrs authorizer.Att
 		// Its own Cluster in its workspace: the Cluster whose per-cluster namespace
 		// the identity lives in.
 		cluster := attrs.GetName()
-		allowed = cluster != "" && names.ClusterNamespace(attrs.GetNamespace(), cluster) == namespace &&
+		allowed = cluster != "" && names.IsClusterNamespaceOf(namespace, attrs.GetNamespace(), cluster) &&
 			rbac.RulesAllow(attrs, registration.ClusterStatusRules(cluster)...)
 	}
 	if !allowed {

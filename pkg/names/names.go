@@ -58,6 +58,9 @@ const (
 	ClusterLabel = "fleet.cattle.io/cluster"
 	// ClusterNamespaceLabel names the workspace of the Cluster an object belongs to.
 	ClusterNamespaceLabel = "fleet.cattle.io/cluster-namespace"
+	// ClusterUIDLabel, on a per-cluster namespace, is the UID of its Cluster: the hub
+	// uses no namespace of that name made by anyone else, or for an earlier Cluster.
+	ClusterUIDLabel = "fleet.cattle.io/cluster-uid"
 	// RegistrationTokenLabel is set by the agent on its request to name the token it
 	// registers with.
 	RegistrationTokenLabel = "fleet.cattle.io/registration-token"
@@ -70,6 +73,10 @@ const (
 	// AnswerReaderAnnotation, on the Secret answering a registration request, is the
 	// user name of the token ServiceAccount that may delete it once read.
 	AnswerReaderAnnotation = "fleet.cattle.io/answer-reader"
+	// AllowedWorkspacesAnnotation, on a kubeconfig Secret in a namespace of
+	// --kubeconfig-secret-namespaces, lists the workspaces whose Clusters may use it
+	// (comma-separated, or "*" for all).
+	AllowedWorkspacesAnnotation = "fleet.cattle.io/allowed-workspaces"
 	// RequestLabel names the ClusterRegistrationRequest an object was made for.
 	RequestLabel = "fleet.cattle.io/cluster-registration"
 	// ClientIDHashLabel is the hash of a clientID, for finding what belongs to it.
@@ -139,9 +146,32 @@ func ClientIDHash(clientID string) string {
 }
 
 // ClusterNamespace is the per-cluster namespace of Cluster name in workspace:
-// "cluster-<workspace>-<name>-<hash>", at most 63 characters.
+// "cluster-<workspace>-<name>-<hash>", at most 63 characters. The hash, 16 hex digits
+// (64 bits) of workspace and name, keeps apart the names of Clusters whose
+// "cluster-<workspace>-<name>" had to be cut short.
 func ClusterNamespace(workspace, name string) string {
-	hash := Hash(8, workspace, name)
+	return clusterNamespace(clusterNamespaceHash, workspace, name)
+}
+
+// LegacyClusterNamespace is the per-cluster namespace hubs before 64-bit hashes
+// made, with 8 hex digits; Clusters that have one keep it.
+func LegacyClusterNamespace(workspace, name string) string {
+	return clusterNamespace(legacyClusterNamespaceHash, workspace, name)
+}
+
+// IsClusterNamespaceOf says whether namespace is, in either form, the per-cluster
+// namespace of Cluster name in workspace.
+func IsClusterNamespaceOf(namespace, workspace, name string) bool {
+	return namespace == ClusterNamespace(workspace, name) || namespace == LegacyClusterNamespace(workspace, name)
+}
+
+const (
+	clusterNamespaceHash       = 16
+	legacyClusterNamespaceHash = 8
+)
+
+func clusterNamespace(hashLen int, workspace, name string) string {
+	hash := Hash(hashLen, workspace, name)
 	base := "cluster-" + workspace + "-" + name
 	if max := maxName - len(hash) - 1; len(base) > max {
 		base = strings.TrimRight(base[:max], "-.")
@@ -150,14 +180,23 @@ func ClusterNamespace(workspace, name string) string {
 }
 
 // IsClusterNamespace says whether namespace has the form of a per-cluster namespace:
-// "cluster-", then a name, then "-" and the eight hex digits of ClusterNamespace.
+// "cluster-", then a name, then "-" and the hex digits of ClusterNamespace or
+// LegacyClusterNamespace.
 func IsClusterNamespace(namespace string) bool {
-	const hashLen = 8
 	rest, ok := strings.CutPrefix(namespace, "cluster-")
-	if !ok || len(rest) < hashLen+2 || rest[len(rest)-hashLen-1] != '-' {
+	if !ok {
 		return false
 	}
-	for _, r := range rest[len(rest)-hashLen:] {
+	for _, hashLen := range []int{clusterNamespaceHash, legacyClusterNamespaceHash} {
+		if len(rest) >= hashLen+2 && rest[len(rest)-hashLen-1] == '-' && isHex(rest[len(rest)-hashLen:]) {
+			return true
+		}
+	}
+	return false
+}
+
+func isHex(s string) bool {
+	for _, r := range s {
 		if !strings.ContainsRune("0123456789abcdef", r) {
 			return false
 		}

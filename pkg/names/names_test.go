@@ -44,10 +44,22 @@ func TestDerivedNamesAreValidAndStable(t *testing.T) {
 	if !strings.HasPrefix(ClusterNamespace("clusters", "my-cluster"), "cluster-clusters-my-cluster-") {
 		t.Errorf("namespace %q does not read cluster-<workspace>-<cluster>-<hash>", ClusterNamespace("clusters", "my-cluster"))
 	}
-	for _, ns := range []string{ClusterNamespace("clusters", "my-cluster"), ClusterNamespace(long, long)} {
+	for _, ns := range []string{ClusterNamespace("clusters", "my-cluster"), ClusterNamespace(long, long),
+		LegacyClusterNamespace("clusters", "my-cluster"), LegacyClusterNamespace(long, long)} {
 		if !IsClusterNamespace(ns) {
 			t.Errorf("IsClusterNamespace(%q) is false", ns)
 		}
+		if !IsClusterNamespaceOf(ns, "clusters", "my-cluster") && !IsClusterNamespaceOf(ns, long, long) {
+			t.Errorf("IsClusterNamespaceOf(%q) is false for its own Cluster", ns)
+		}
+	}
+	// 64 bits of hash: Clusters whose names are cut short cannot be made to share a
+	// namespace by trying names.
+	if ns := ClusterNamespace(long, long); !isHex(ns[len(ns)-16:]) || ns[len(ns)-17] != '-' {
+		t.Errorf("namespace %q does not end in 16 hex digits", ns)
+	}
+	if IsClusterNamespaceOf(ClusterNamespace(long, long+"x"), long, long) {
+		t.Error("a Cluster whose name differs after the cut owns the other's namespace")
 	}
 	for _, ns := range []string{"clusters", "cluster-", "cluster-abcdef12", "cluster-x-abcdef1", "cluster-x-ABCDEF12", "cluster-x_abcdef12", "kube-system"} {
 		if IsClusterNamespace(ns) {

@@ -45,6 +45,9 @@ const (
 	// ReasonWaitAgentBundle: the agent checked in, but the cluster's agent bundle has
 	// no BundleDeployment yet.
 	ReasonWaitAgentBundle = "WaitAgentBundle"
+	// ReasonNamespaceNotOwned: a namespace of the name of the Cluster's per-cluster
+	// namespace exists that the hub did not make for it.
+	ReasonNamespaceNotOwned = clusterns.ReasonNotOwned
 )
 
 // Settings tune the Cluster controller.
@@ -137,7 +140,7 @@ func (h *handler) lastSeen(status *fleet.ClusterStatus) time.Time {
 	return seen
 }
 
-func (h *handler) onChange(key string, cluster *fleet.Cluster) (*fleet.Cluster, error) {
+func (h *handler) onChange(key string, cluster *fleet.Cluster) (_ *fleet.Cluster, err error) {
 	if cluster == nil {
 		h.patches.Forget(key)
 		h.written.Forget(key)
@@ -146,7 +149,10 @@ func (h *handler) onChange(key string, cluster *fleet.Cluster) (*fleet.Cluster, 
 	if cluster.DeletionTimestamp != nil {
 		return cluster, nil
 	}
-	if err := h.namespaces.Ensure(context.Background(), cluster); err != nil {
+	// A namespace of the Cluster's name that is not its own is shown, and looked at
+	// again with backoff until someone removes it.
+	var notOwned *clusterns.NotOwnedError
+	if err := h.namespaces.Ensure(context.Background(), cluster); err != nil && !errors.As(err, &notOwned) {
 		return cluster, err
 	}
 	base := h.written.Base(key, cluster.ResourceVersion, cluster.Status)
@@ -154,6 +160,11 @@ func (h *handler) onChange(key string, cluster *fleet.Cluster) (*fleet.Cluster, 
 	status.Namespace = clusterns.Name(cluster)
 	if err := h.summarize(cluster, status); err != nil {
 		return cluster, err
+	}
+	if notOwned != nil {
+		status.Display.State = ReasonNamespaceNotOwned
+		conditions.Set(&status.Conditions, fleet.ConditionReady, corev1.ConditionFalse, ReasonNamespaceNotOwned, notOwned.Error())
+		defer func() { err = errors.Join(err, notOwned) }()
 	}
 	if equality.Semantic.DeepEqual(*status, base) {
 		return cluster, nil
@@ -184,7 +195,7 @@ func (h *handler) onRemove(_ string, cluster *fleet.Cluster) (*fleet.Cluster, er
 	ctx := context.Background()
 	ns := clusterns.Name(cluster)
 	var errs []error
-	errs = append(errs, ignoreNotFound(h.kube.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})))
+	errs = append(errs, h.namespaces.Delete(ctx, cluster))
 	errs = append(errs, ignoreNotFound(h.kube.RbacV1().ClusterRoleBindings().Delete(ctx, names.ContentsBinding(ns), metav1.DeleteOptions{})))
 	selector := labels.SelectorFromSet(labels.Set{names.ClusterLabel: cluster.Name, names.ClusterNamespaceLabel: cluster.Namespace})
 	errs = append(errs, request.DeleteRegistrationObjects(ctx, h.kube, selector))
@@ -266,6 +277,8 @@ func (h *handler) announce(cluster *fleet.Cluster, base fleet.ClusterStatus, sta
 	switch {
 	case after.Reason == ReasonOffline:
 		h.events.Event(cluster, corev1.EventTypeWarning, ReasonOffline, "The cluster is offline: "+after.Message)
+	case after.Reason == ReasonNamespaceNotOwned:
+		h.events.Event(cluster, corev1.EventTypeWarning, ReasonNamespaceNotOwned, after.Message)
 	case before != nil && before.Reason == ReasonOffline:
 		h.events.Event(cluster, corev1.EventTypeNormal, "AgentCheckedIn", "The cluster's agent checked in again; the cluster is online")
 	case before == nil || before.Reason == StateWaitCheckIn:

@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	corecontrollers "github.com/rancher/wrangler/v3/pkg/generated/controllers/core/v1"
+	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -34,8 +35,12 @@ func (e *Ensurer) Register(ctx context.Context) {
 	})
 }
 
-// Name is the per-cluster namespace of cluster.
+// Name is the per-cluster namespace of cluster: the one its status records if that
+// is its legacy name (made by a hub before 64-bit hashes), else ClusterNamespace.
 func Name(cluster *fleet.Cluster) string {
+	if legacy := names.LegacyClusterNamespace(cluster.Namespace, cluster.Name); cluster.Status.Namespace == legacy {
+		return legacy
+	}
 	return names.ClusterNamespace(cluster.Namespace, cluster.Name)
 }
 
@@ -48,17 +53,53 @@ func (e *Ensurer) ClusterOf(namespace string) (workspace, name string, ok bool) 
 		return "", "", false
 	}
 	workspace, name = ns.Labels[names.ClusterNamespaceLabel], ns.Labels[names.ClusterLabel]
-	if name == "" || names.ClusterNamespace(workspace, name) != namespace {
+	if name == "" || !names.IsClusterNamespaceOf(namespace, workspace, name) {
 		return "", "", false
 	}
 	return workspace, name, true
 }
 
-// Ensure creates the per-cluster namespace of cluster if it does not exist.
-func (e *Ensurer) Ensure(_ context.Context, cluster *fleet.Cluster) error {
+// ReasonNotOwned is the reason of a condition, or of a refused registration, that a
+// NotOwnedError stops.
+const ReasonNotOwned = "NamespaceNotOwned"
+
+// NotOwnedError says that a per-cluster namespace exists but was not made by the hub
+// for this Cluster: someone else made it, or it belonged to an earlier Cluster of the
+// same name. The hub neither uses nor deletes it.
+type NotOwnedError struct {
+	Namespace string
+	Cluster   *fleet.Cluster
+}
+
+func (e *NotOwnedError) Error() string {
+	return fmt.Sprintf("the namespace %s exists but is not Cluster %s/%s's (it lacks the label %s=%s the hub gives the namespaces it makes): "+
+		"the hub will not use it; delete it, or give the Cluster another name",
+		e.Namespace, e.Cluster.Namespace, e.Cluster.Name, names.ClusterUIDLabel, e.Cluster.UID)
+}
+
+// Owns says whether ns is cluster's per-cluster namespace as the hub made it: named
+// for it and labelled with its UID. A namespace of the legacy form made by an earlier
+// hub, which labelled it with the Cluster's workspace and name only, counts too.
+func Owns(ns *corev1.Namespace, cluster *fleet.Cluster) bool {
+	if ns.Name != Name(cluster) {
+		return false
+	}
+	if uid, ok := ns.Labels[names.ClusterUIDLabel]; ok {
+		return uid == string(cluster.UID)
+	}
+	return ns.Name == names.LegacyClusterNamespace(cluster.Namespace, cluster.Name) &&
+		ns.Labels[names.ClusterLabel] == cluster.Name && ns.Labels[names.ClusterNamespaceLabel] == cluster.Namespace
+}
+
+// Ensure creates the per-cluster namespace of cluster if it does not exist. It returns
+// a *NotOwnedError if a namespace of that name exists that is not the Cluster's.
+func (e *Ensurer) Ensure(ctx context.Context, cluster *fleet.Cluster) error {
 	name := Name(cluster)
-	if _, err := e.Namespaces.Cache().Get(name); err == nil {
+	if ns, err := e.Namespaces.Cache().Get(name); err == nil {
 		e.created.Forget(name)
+		if !Owns(ns, cluster) {
+			return &NotOwnedError{Namespace: name, Cluster: cluster}
+		}
 		return nil
 	}
 	defer e.created.Lock(name)()
@@ -71,11 +112,42 @@ func (e *Ensurer) Ensure(_ context.Context, cluster *fleet.Cluster) error {
 			names.ManagedLabel:          "true",
 			names.ClusterLabel:          cluster.Name,
 			names.ClusterNamespaceLabel: cluster.Namespace,
+			names.ClusterUIDLabel:       string(cluster.UID),
 		},
 	}})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
+	if apierrors.IsAlreadyExists(err) {
+		// Made since the cache looked: by this hub a moment ago, or by someone else.
+		ns, err := e.Namespaces.Get(name, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("reading namespace %s for Cluster %s/%s: %w", name, cluster.Namespace, cluster.Name, err)
+		}
+		if !Owns(ns, cluster) {
+			return &NotOwnedError{Namespace: name, Cluster: cluster}
+		}
+	} else if err != nil {
 		return fmt.Errorf("creating namespace %s for Cluster %s/%s: %w", name, cluster.Namespace, cluster.Name, err)
 	}
 	e.created.Mark(name)
 	return nil
+}
+
+// Delete deletes cluster's per-cluster namespace if it is the Cluster's (Owns), and
+// only that namespace: the deletion is conditioned on its UID.
+func (e *Ensurer) Delete(ctx context.Context, cluster *fleet.Cluster) error {
+	name := Name(cluster)
+	ns, err := e.Namespaces.Get(name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
+		return err
+	case !Owns(ns, cluster):
+		logrus.WithField("cluster", cluster.Namespace+"/"+cluster.Name).Warnf("Not deleting namespace %s: it is not the Cluster's", name)
+		return nil
+	}
+	err = e.Namespaces.Delete(name, &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &ns.UID}})
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return nil
+	}
+	return err
 }

@@ -90,7 +90,7 @@ func Register(ctx context.Context, settings Settings, requests fleetcontrollers.
 	})
 	IndexClustersByClientID(clusters.Cache())
 	clusters.Cache().AddIndexer(byClusterNamespace, func(c *fleet.Cluster) ([]string, error) {
-		return []string{names.ClusterNamespace(c.Namespace, c.Name)}, nil
+		return []string{clusterns.Name(c)}, nil
 	})
 	requests.OnChange(ctx, "cluster-registration-request", h.onChange)
 }
@@ -311,8 +311,11 @@ func (h *handler) recover(ctx context.Context, req *fleet.ClusterRegistrationReq
 
 // issue gives cluster a new identity for req and answers req with it, sealed.
 func (h *handler) issue(ctx context.Context, req *fleet.ClusterRegistrationRequest, cluster *fleet.Cluster, existed bool) error {
-	clusterNS := names.ClusterNamespace(cluster.Namespace, cluster.Name)
-	if err := h.namespaces.Ensure(ctx, cluster); err != nil {
+	clusterNS := clusterns.Name(cluster)
+	var notOwned *clusterns.NotOwnedError
+	if err := h.namespaces.Ensure(ctx, cluster); errors.As(err, &notOwned) {
+		return &refusal{reason: clusterns.ReasonNotOwned, cluster: cluster, message: notOwned.Error()}
+	} else if err != nil {
 		return err
 	}
 	if err := h.ensureIdentity(ctx, req, clusterNS, existed); err != nil {
@@ -767,7 +770,7 @@ func (h *handler) judgeClaim(ctx context.Context, cluster *fleet.Cluster, req *f
 	if recordOf(cluster).Fingerprint != "" || boundToken {
 		return nil
 	}
-	_, err := h.kube.CoreV1().ServiceAccounts(names.ClusterNamespace(cluster.Namespace, cluster.Name)).Get(ctx, names.AgentIdentityServiceAccount, metav1.GetOptions{})
+	_, err := h.kube.CoreV1().ServiceAccounts(clusterns.Name(cluster)).Get(ctx, names.AgentIdentityServiceAccount, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
 		return nil
