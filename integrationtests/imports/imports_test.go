@@ -309,10 +309,36 @@ spec: {}
 
 func TestHelmFailuresRetryAndAgentSettingsRollThroughTheAgentBundle(t *testing.T) {
 	t.Parallel()
-	hub := framework.StartHub(t, framework.AllowLocalImports)
+	hub := framework.StartHub(t, framework.AllowLocalImports, "--kubeconfig-secret-namespaces=shared")
 	ds := framework.StartControlPlane(t, "downstream")
 	hub.MustKubectl("", "create", "namespace", workspace)
 	ctx := context.Background()
+
+	// A Secret in a namespace the hub shares serves only the workspaces it names.
+	hub.MustKubectl("", "create", "namespace", "shared")
+	hub.MustKubectl("", "-n", "shared", "create", "secret", "generic", "shared-kubeconfig", "--from-literal=value=not a kubeconfig")
+	hub.MustKubectl(`apiVersion: fleet.cattle.io/v1alpha1
+kind: Cluster
+metadata:
+  name: from-shared
+  namespace: clusters
+spec:
+  kubeConfigSecret: shared-kubeconfig
+  kubeConfigSecretNamespace: shared
+`, "apply", "-f", "-")
+	importedReason := func(reason, message string) func(c *fleet.Cluster) error {
+		return func(c *fleet.Cluster) error {
+			if cond := condition(c, "Imported"); cond == nil || cond.Reason != reason || !strings.Contains(cond.Message, message) {
+				return fmt.Errorf("Imported is %+v", cond)
+			}
+			return nil
+		}
+	}
+	waitCluster(t, hub, "from-shared", "a shared Secret that does not name the workspace", importedReason("SecretNotShared", names.AllowedWorkspacesAnnotation))
+	hub.MustKubectl("", "-n", "shared", "annotate", "secret", "shared-kubeconfig", names.AllowedWorkspacesAnnotation+"=dev,prod")
+	waitCluster(t, hub, "from-shared", "a shared Secret that names other workspaces", importedReason("SecretNotShared", `workspace "clusters"`))
+	hub.MustKubectl("", "-n", "shared", "annotate", "--overwrite", "secret", "shared-kubeconfig", names.AllowedWorkspacesAnnotation+"=dev,clusters")
+	waitCluster(t, hub, "from-shared", "the shared Secret to be read", importedReason("InvalidKubeconfig", "shared/shared-kubeconfig"))
 
 	// A Secret in another namespace must be allowed by the hub's settings.
 	hub.MustKubectl(`apiVersion: fleet.cattle.io/v1alpha1

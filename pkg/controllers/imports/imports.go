@@ -16,6 +16,7 @@ import (
 	"net"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -72,6 +73,7 @@ const (
 const (
 	ReasonSecretNamespaceNotAllowed = "SecretNamespaceNotAllowed"
 	ReasonSecretNotFound            = "SecretNotFound"
+	ReasonSecretNotShared           = "SecretNotShared"
 	ReasonMissingKubeconfig         = "MissingKubeconfig"
 	ReasonInvalidKubeconfig         = "InvalidKubeconfig"
 	ReasonUnsafeKubeconfig          = "UnsafeKubeconfig"
@@ -167,6 +169,19 @@ func Register(ctx context.Context, settings Settings, clusters fleetcontrollers.
 }
 
 const bySecret = "fleet.cattle.io/by-kubeconfig-secret"
+
+// SharedWith says whether a kubeconfig Secret kept in a namespace of
+// --kubeconfig-secret-namespaces may be used by the Clusters of workspace: whether its
+// annotation names.AllowedWorkspacesAnnotation lists workspace, or is "*". Whoever may
+// write the Secret decides who may use it; a Secret that says nothing is no one's.
+func SharedWith(secret *corev1.Secret, workspace string) bool {
+	for _, allowed := range strings.Split(secret.Annotations[names.AllowedWorkspacesAnnotation], ",") {
+		if allowed = strings.TrimSpace(allowed); allowed == "*" || (allowed != "" && allowed == workspace) {
+			return true
+		}
+	}
+	return false
+}
 
 func secretNamespace(c *fleet.Cluster) string {
 	if c.Spec.KubeConfigSecretNamespace != "" {
@@ -345,6 +360,11 @@ func (h *handler) kubeconfigSecret(cluster *fleet.Cluster) (*corev1.Secret, erro
 	}
 	if err != nil {
 		return nil, err
+	}
+	if ns != cluster.Namespace && !SharedWith(secret, cluster.Namespace) {
+		return nil, fail(ReasonSecretNotShared,
+			"kubeconfig Secret %s/%s is in a namespace of --kubeconfig-secret-namespaces but does not name workspace %q in its annotation %s (a comma-separated list of workspaces, or *)",
+			ns, secret.Name, cluster.Namespace, names.AllowedWorkspacesAnnotation)
 	}
 	if len(secret.Data[KeyKubeconfig]) == 0 {
 		return nil, fail(ReasonMissingKubeconfig, "kubeconfig Secret %s/%s has no key %q (the kubeconfig, as Cluster API writes it)", ns, secret.Name, KeyKubeconfig)
