@@ -3,11 +3,13 @@ package agent
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"time"
 
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -21,6 +23,7 @@ import (
 	fleetcontrollers "github.com/flotilla/flotilla/pkg/generated/controllers/fleet.cattle.io"
 	"github.com/flotilla/flotilla/pkg/names"
 	"github.com/flotilla/flotilla/pkg/registration"
+	"github.com/flotilla/flotilla/pkg/signing"
 )
 
 // Config is what the agent program is given: a client for the downstream cluster and
@@ -39,6 +42,7 @@ func Run(ctx context.Context, cfg Config) error {
 	d := registration.Downstream{Client: cfg.Downstream, Namespace: cfg.Namespace}
 	log := logrus.WithField("namespace", cfg.Namespace)
 	bootstrapAdded := watchBootstrap(ctx, cfg.Downstream, cfg.Namespace)
+	sessionBackoff := newSessionBackoff()
 
 	for ctx.Err() == nil {
 		cred := obtainIdentity(ctx, d, bootstrapAdded, log)
@@ -66,13 +70,51 @@ func Run(ctx context.Context, cfg Config) error {
 			case <-session.Done():
 			}
 		}()
+		started := time.Now()
 		err := runSession(session, cfg, d, *cred, log)
 		cancel()
 		if err != nil {
 			log.WithError(err).Error("Agent session ended")
+			if time.Since(started) > time.Minute {
+				sessionBackoff = newSessionBackoff()
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(sessionBackoff.Step()):
+			}
 		}
 	}
 	return nil
+}
+
+// newSessionBackoff paces sessions that end in an error, so that one failing at once
+// (a setting that cannot be read) is not started again and again.
+func newSessionBackoff() wait.Backoff {
+	return wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.2, Steps: 1 << 30, Cap: 5 * time.Minute}
+}
+
+// trustedKeys reads the keys whose signatures the agent requires (key trustedKeys of
+// the fleet-agent ConfigMap, the chart's value of that name): nil when none is set. It
+// fails closed: a ConfigMap it cannot read is an error (the session is tried again),
+// and keys it cannot parse give a Verifier that refuses every Bundle and says why.
+func trustedKeys(ctx context.Context, client kubernetes.Interface, namespace string, log logrus.FieldLogger) (*signing.Verifier, error) {
+	cm, err := client.CoreV1().ConfigMaps(namespace).Get(ctx, names.AgentConfigMap, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading the trusted keys (ConfigMap %s/%s): %w", namespace, names.AgentConfigMap, err)
+	}
+	v, err := signing.ParseTrustedKeys([]byte(cm.Data[names.AgentTrustedKeysKey]))
+	if err != nil {
+		err = fmt.Errorf("ConfigMap %s/%s, key %s: %w", namespace, names.AgentConfigMap, names.AgentTrustedKeysKey, err)
+		log.WithError(err).Error("Cannot read the trusted keys: no Bundle is deployed until they are fixed")
+		return signing.Refusing(err), nil
+	}
+	if v != nil {
+		log.WithField("keys", v.Keys()).Info("Deploying only Bundles signed by a trusted key")
+	}
+	return v, nil
 }
 
 // obtainIdentity returns the cluster's identity: it registers when a bootstrap Secret
@@ -168,6 +210,10 @@ func runSession(ctx context.Context, cfg Config, d registration.Downstream, cred
 		log.WithError(err).Warn("Using default agent settings")
 		settings = registration.AgentSettings{CheckinInterval: registration.DefaultCheckinInterval, MonitorInterval: registration.DefaultMonitorInterval}
 	}
+	verifier, err := trustedKeys(ctx, cfg.Downstream, cfg.Namespace, log)
+	if err != nil {
+		return err
+	}
 
 	renewer := &registration.Renewer{Downstream: d, Hub: hubKube, Tokens: tokens, Log: log}
 	go renewer.Run(ctx, cred)
@@ -175,7 +221,7 @@ func runSession(ctx context.Context, cfg Config, d registration.Downstream, cred
 	if ctx.Err() != nil {
 		return nil
 	}
-	deployments, err := startDeployer(ctx, cfg, cred, hubConfig, hubFleet, settings, log)
+	deployments, err := startDeployer(ctx, cfg, cred, hubConfig, hubFleet, settings, verifier, log)
 	if err != nil {
 		return err
 	}
@@ -195,7 +241,7 @@ func runSession(ctx context.Context, cfg Config, d registration.Downstream, cred
 // startDeployer starts deploying the cluster's BundleDeployments, read from its
 // per-cluster namespace on the hub with the cluster's identity.
 func startDeployer(ctx context.Context, cfg Config, cred registration.Credential, hubConfig *rest.Config, hubFleet versioned.Interface,
-	settings registration.AgentSettings, log logrus.FieldLogger) (*deployer.Deployer, error) {
+	settings registration.AgentSettings, verifier *signing.Verifier, log logrus.FieldLogger) (*deployer.Deployer, error) {
 	factory, err := fleetcontrollers.NewFactoryFromConfigWithOptions(hubConfig, &fleetcontrollers.FactoryOptions{Namespace: cred.DeploymentNamespace})
 	if err != nil {
 		return nil, err
@@ -208,6 +254,7 @@ func startDeployer(ctx context.Context, cfg Config, cred registration.Credential
 		AgentNamespace:  cfg.Namespace,
 		MonitorInterval: settings.MonitorInterval,
 		Log:             log,
+		Verifier:        verifier,
 	}
 	dep.Register(ctx)
 	// In the background: lasso's start-up health check retries until the hub answers

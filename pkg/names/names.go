@@ -77,6 +77,12 @@ const (
 	// --kubeconfig-secret-namespaces, lists the workspaces whose Clusters may use it
 	// (comma-separated, or "*" for all).
 	AllowedWorkspacesAnnotation = "fleet.cattle.io/allowed-workspaces"
+	// SignatureAnnotation, on a Bundle and copied by the hub to its
+	// BundleDeployments, is its author's signature (see package signing).
+	SignatureAnnotation = "fleet.cattle.io/signature"
+	// AgentTrustedKeysKey, in the downstream fleet-agent ConfigMap, holds the PEM
+	// public keys whose signatures the agent requires of every Bundle.
+	AgentTrustedKeysKey = "trustedKeys"
 	// RequestLabel names the ClusterRegistrationRequest an object was made for.
 	RequestLabel = "fleet.cattle.io/cluster-registration"
 	// ClientIDHashLabel is the hash of a clientID, for finding what belongs to it.

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -38,6 +39,7 @@ import (
 	"github.com/flotilla/flotilla/pkg/metrics"
 	"github.com/flotilla/flotilla/pkg/names"
 	"github.com/flotilla/flotilla/pkg/registration"
+	"github.com/flotilla/flotilla/pkg/signing"
 	"github.com/flotilla/flotilla/pkg/target"
 )
 
@@ -69,6 +71,9 @@ type Deployer struct {
 	Log             logrus.FieldLogger
 	// MaxContentSize bounds what a Content decodes to; 0 means content.DefaultMaxSize.
 	MaxContentSize int64
+	// Verifier, when set, deploys only Bundles signed by a trusted key (the agent
+	// bundle, the hub's own, excepted).
+	Verifier *signing.Verifier
 
 	mu      sync.Mutex
 	configs map[string]*action.Configuration
@@ -161,8 +166,14 @@ func (d *Deployer) onChange(key string, bd *fleet.BundleDeployment) (*fleet.Bund
 		// Nothing to adopt: an agent started by hand is not installed over.
 		return d.report(bd, notManaged(bd, releaseNS))
 	}
+	// Checked before anything of bd is deployed: an installation or upgrade, or a
+	// correction of drift.
+	refused := d.verify(bd)
+	if refused != nil {
+		recordRefusal(status, refused, log)
+	}
 	var deployErr error
-	if !bd.Spec.Paused && needsDeploy(bd, last, lastErr) {
+	if refused == nil && !bd.Spec.Paused && needsDeploy(bd, last, lastErr) {
 		last, deployErr = d.deploy(cfg, bd, releaseNS, releaseName, false, log)
 		if errors.Is(deployErr, errStopping) {
 			return bd, nil
@@ -171,7 +182,7 @@ func (d *Deployer) onChange(key string, bd *fleet.BundleDeployment) (*fleet.Bund
 	}
 	if deployErr == nil {
 		d.monitor(cfg, bd, status, last, lastErr, log)
-		if len(status.ModifiedStatus) > 0 && bd.Spec.CorrectDrift != nil && bd.Spec.CorrectDrift.Enabled && !bd.Spec.Paused {
+		if refused == nil && len(status.ModifiedStatus) > 0 && bd.Spec.CorrectDrift != nil && bd.Spec.CorrectDrift.Enabled && !bd.Spec.Paused {
 			log.WithField("modified", bundlestate.Message(&fleet.BundleDeployment{Spec: bd.Spec, Status: *status})).Info("Correcting drift")
 			last, deployErr = d.deploy(cfg, bd, releaseNS, releaseName, bd.Spec.CorrectDrift.Force, log)
 			recordDeploy(bd, status, last, deployErr, log)
@@ -293,6 +304,30 @@ func recordDeploy(bd *fleet.BundleDeployment, status *fleet.BundleDeploymentStat
 	conditions.Set(&status.Conditions, ConditionDeployed, corev1.ConditionTrue, "", "")
 	status.Release = fmt.Sprintf("%s/%s:%d", rel.Namespace, rel.Name, rel.Version)
 	log.WithField("release", status.Release).Info("Deployed")
+}
+
+// verify says why bd may not be deployed (a *signing.RefusedError), or nil. Only an
+// agent with trusted keys checks signatures; a paused bd deploys nothing anyway.
+func (d *Deployer) verify(bd *fleet.BundleDeployment) *signing.RefusedError {
+	if d.Verifier == nil || d.isAgent(bd) || bd.Spec.Paused {
+		return nil
+	}
+	var refused *signing.RefusedError
+	if err := d.Verifier.Verify(bd); err != nil && !errors.As(err, &refused) {
+		refused = &signing.RefusedError{Reason: signing.ReasonBadSignature, Message: err.Error()}
+	}
+	return refused
+}
+
+// recordRefusal shows in status why bd is not deployed. It is not retried: a new
+// signature or a new Bundle changes bd, and that is looked at.
+func recordRefusal(status *fleet.BundleDeploymentStatus, refused *signing.RefusedError, log logrus.FieldLogger) {
+	if c := conditions.Get(status.Conditions, ConditionDeployed); c == nil || c.Reason != refused.Reason || c.Message != refused.Message {
+		metrics.Deployments.WithLabelValues("refused").Inc()
+		log.WithField("reason", refused.Reason).Warn("Not deploying: " + refused.Message)
+	}
+	conditions.Set(&status.Conditions, ConditionDeployed, corev1.ConditionFalse, refused.Reason, refused.Message)
+	status.Ready = false
 }
 
 // monitor fills status with the readiness and drift of the objects of rel (read with
@@ -509,6 +544,10 @@ func (d *Deployer) timeout(bd *fleet.BundleDeployment) time.Duration {
 // agent bundle's upgrades drop them, so no bootstrap Secret is rendered again.
 var registrationKeys = []string{"token", "tokenName", "apiServerURL", "apiServerCA", "clusterNamespace", "systemRegistrationNamespace"}
 
+// downstreamKeys are values only the cluster's owner sets, at helm install or
+// upgrade: the agent bundle, which comes from the hub, keeps them as they are.
+var downstreamKeys = []string{"trustedKeys"}
+
 // agentValues keeps what the user gave the agent's release at install time (labels,
 // check-in interval, image, ...) except the registration values, under the agent
 // bundle's values.
@@ -522,7 +561,9 @@ func agentValues(previous, bundle map[string]interface{}) map[string]interface{}
 	}
 	out := kept
 	for k, v := range bundle {
-		out[k] = v
+		if !slices.Contains(downstreamKeys, k) {
+			out[k] = v
+		}
 	}
 	return out
 }

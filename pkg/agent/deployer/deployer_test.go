@@ -125,3 +125,18 @@ func TestAgentValuesDropRegistration(t *testing.T) {
 		t.Errorf("values %v", got)
 	}
 }
+
+// The trusted keys are the cluster owner's: the agent bundle, from the hub, can
+// neither drop nor replace them.
+func TestAgentValuesKeepTrustedKeys(t *testing.T) {
+	for _, bundle := range []map[string]interface{}{
+		{"trustedKeys": ""},
+		{"trustedKeys": "the hub's key"},
+		{},
+	} {
+		got := agentValues(map[string]interface{}{"trustedKeys": "owner's key"}, bundle)
+		if got["trustedKeys"] != "owner's key" {
+			t.Errorf("with bundle values %v: trustedKeys %q", bundle, got["trustedKeys"])
+		}
+	}
+}

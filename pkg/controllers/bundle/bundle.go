@@ -358,12 +358,18 @@ func (h *handler) write(want, have *fleet.BundleDeployment) (*fleet.BundleDeploy
 		want.Spec.Options, want.Spec.DeploymentID = have.Spec.Options, have.Spec.DeploymentID
 	}
 	labels := deploymentLabels(want.Labels, have.Labels)
-	if equality.Semantic.DeepEqual(have.Spec, want.Spec) && maps.Equal(labels, have.Labels) {
+	signature := want.Annotations[names.SignatureAnnotation]
+	if equality.Semantic.DeepEqual(have.Spec, want.Spec) && maps.Equal(labels, have.Labels) && have.Annotations[names.SignatureAnnotation] == signature {
 		return have, nil
 	}
 	updated := have.DeepCopy()
 	updated.Spec = want.Spec
 	updated.Labels = labels
+	if signature == "" {
+		delete(updated.Annotations, names.SignatureAnnotation)
+	} else {
+		metav1.SetMetaDataAnnotation(&updated.ObjectMeta, names.SignatureAnnotation, signature)
+	}
 	bd, err := h.deployments.Update(updated)
 	if err != nil {
 		return nil, fmt.Errorf("updating BundleDeployment %s/%s: %w", want.Namespace, want.Name, err)
@@ -408,8 +414,13 @@ func desired(bundle *fleet.Bundle, t target.Target, contentName string) (*fleet.
 	lbls[names.BundleNamespaceLabel] = bundle.Namespace
 	lbls[names.ClusterLabel] = t.Cluster.Name
 	lbls[names.ClusterNamespaceLabel] = t.Cluster.Namespace
+	var annotations map[string]string
+	if sig := bundle.Annotations[names.SignatureAnnotation]; sig != "" {
+		// The author's signature, for agents that deploy only signed Bundles.
+		annotations = map[string]string{names.SignatureAnnotation: sig}
+	}
 	return &fleet.BundleDeployment{
-		ObjectMeta: metav1.ObjectMeta{Name: bundle.Name, Namespace: clusterns.Name(t.Cluster), Labels: lbls},
+		ObjectMeta: metav1.ObjectMeta{Name: bundle.Name, Namespace: clusterns.Name(t.Cluster), Labels: lbls, Annotations: annotations},
 		Spec: fleet.BundleDeploymentSpec{
 			Paused:             bundle.Spec.Paused || t.Cluster.Spec.Paused,
 			Options:            t.Options,
