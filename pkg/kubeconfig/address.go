@@ -62,28 +62,73 @@ func (p *AddressPolicy) Check(addr netip.AddrPort) error {
 			return nil
 		}
 	}
-	switch {
-	case ip.IsLoopback():
-		return &AddressError{addr, "a loopback address"}
-	case ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast():
-		return &AddressError{addr, "a link-local address (where cloud metadata services answer)"}
-	case ip.IsUnspecified():
-		return &AddressError{addr, "the unspecified address, which reaches this machine"}
-	case ip.IsMulticast() || ip == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
-		return &AddressError{addr, "a multicast or broadcast address"}
+	if why := p.refused(ip, addr.Port()); why != "" {
+		return &AddressError{addr, why}
 	}
-	for _, own := range p.Own {
-		if own.Port() != addr.Port() {
-			continue
-		}
-		if own.Addr().Unmap() == ip {
-			return &AddressError{addr, "the hub's own API server"}
-		}
-		if own.Addr().IsUnspecified() && p.isLocal(ip) {
-			return &AddressError{addr, "the hub's own API server (it listens on every address of this machine)"}
+	// An IPv4 address written in an IPv6 form that a gateway on the way turns back
+	// into it: refused as that IPv4 address would be.
+	if v4, form, ok := embeddedIPv4(ip); ok {
+		if why := p.refused(v4, addr.Port()); why != "" {
+			return &AddressError{addr, fmt.Sprintf("%s (%s, written as %s)", why, v4, form)}
 		}
 	}
 	return nil
+}
+
+// refused says why the policy refuses ip at port, or "".
+func (p *AddressPolicy) refused(ip netip.Addr, port uint16) string {
+	switch {
+	case ip.IsLoopback():
+		return "a loopback address"
+	case ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast():
+		return "a link-local address (where cloud metadata services answer)"
+	case ip.IsUnspecified():
+		return "the unspecified address, which reaches this machine"
+	case ip.IsMulticast() || ip == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
+		return "a multicast or broadcast address"
+	}
+	for _, own := range p.Own {
+		if own.Port() != port {
+			continue
+		}
+		if own.Addr().Unmap() == ip {
+			return "the hub's own API server"
+		}
+		if own.Addr().IsUnspecified() && p.isLocal(ip) {
+			return "the hub's own API server (it listens on every address of this machine)"
+		}
+	}
+	return ""
+}
+
+// IPv6 prefixes that carry an IPv4 address a translator or relay reaches.
+var (
+	nat64WellKnown = netip.MustParsePrefix("64:ff9b::/96")   // RFC 6052
+	nat64Local     = netip.MustParsePrefix("64:ff9b:1::/48") // RFC 8215
+	sixToFour      = netip.MustParsePrefix("2002::/16")      // RFC 3056
+	teredo         = netip.MustParsePrefix("2001::/32")      // RFC 4380
+	ipv4Compatible = netip.MustParsePrefix("::/96")          // RFC 4291, deprecated
+)
+
+// embeddedIPv4 is the IPv4 address ip carries in a NAT64, 6to4, Teredo or
+// IPv4-compatible form, and the form's name.
+func embeddedIPv4(ip netip.Addr) (netip.Addr, string, bool) {
+	if !ip.Is6() || ip.Is4In6() {
+		return netip.Addr{}, "", false
+	}
+	b := ip.As16()
+	switch {
+	case nat64WellKnown.Contains(ip) || nat64Local.Contains(ip):
+		return netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]}), "NAT64", true
+	case sixToFour.Contains(ip):
+		return netip.AddrFrom4([4]byte{b[2], b[3], b[4], b[5]}), "6to4", true
+	case teredo.Contains(ip):
+		// The client's address, inverted.
+		return netip.AddrFrom4([4]byte{^b[12], ^b[13], ^b[14], ^b[15]}), "Teredo", true
+	case ipv4Compatible.Contains(ip) && !ip.IsLoopback() && !ip.IsUnspecified():
+		return netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]}), "IPv4-compatible IPv6", true
+	}
+	return netip.Addr{}, "", false
 }
 
 func (p *AddressPolicy) isLocal(ip netip.Addr) bool {

@@ -130,6 +130,14 @@ func TestAddressPolicy(t *testing.T) {
 		{"loopback an admin allows", "127.0.0.1:6445", []string{"127.0.0.0/8"}, false},
 		{"one address an admin allows", "169.254.10.1:443", []string{"169.254.10.1"}, false},
 		{"loopback outside what an admin allows", "127.0.0.1:6445", []string{"10.0.0.0/8"}, true},
+		{"the metadata service through NAT64", "[64:ff9b::a9fe:a9fe]:80", nil, true},
+		{"loopback through a local NAT64 prefix", "[64:ff9b:1::7f00:1]:6443", nil, true},
+		{"the metadata service in 6to4", "[2002:a9fe:a9fe::1]:80", nil, true},
+		{"loopback in Teredo", "[2001:0:4136:e378:8000:63bf:80ff:fffe]:6443", nil, true},
+		{"the hub's API server as IPv4-compatible IPv6", "[::10.0.0.5]:6443", nil, true},
+		{"a downstream cluster through NAT64", "[64:ff9b::a00:9]:6443", nil, false},
+		{"a downstream cluster in 6to4", "[2002:a00:9::1]:6443", nil, false},
+		{"an ordinary IPv6 address", "[2001:db8::1]:6443", nil, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			allowed, err := ParsePrefixes(tc.allowed)
