@@ -21,7 +21,9 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
 
+	"github.com/flotilla/flotilla/pkg/agentchart"
 	fleet "github.com/flotilla/flotilla/pkg/apis/fleet.cattle.io/v1alpha1"
+	"github.com/flotilla/flotilla/pkg/content"
 	"github.com/flotilla/flotilla/pkg/controllers/agentbundle"
 	"github.com/flotilla/flotilla/pkg/crds"
 	"github.com/flotilla/flotilla/pkg/generated/clientset/versioned"
@@ -84,7 +86,7 @@ func writeCosts(o options) error {
 	const ws = "bench"
 	agentBundle := func(i int) (*fleet.Bundle, error) {
 		return agentbundle.Desired(&fleet.Cluster{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprint("cluster-", i), Namespace: ws, UID: types.UID(fmt.Sprint("uid-", i))},
-			Spec: fleet.ClusterSpec{ClientID: fmt.Sprint("client-", i)}}, "s-0")
+			Spec: fleet.ClusterSpec{ClientID: fmt.Sprint("client-", i)}}, "s-0", agentchart.Hub{MaxBundleSize: content.DefaultMaxSize})
 	}
 	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ws}}, metav1.CreateOptions{}); err != nil {
 		return err

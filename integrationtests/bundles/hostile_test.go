@@ -1,6 +1,7 @@
 package bundles
 
 import (
+	"archive/tar"
 	"bytes"
 	"compress/gzip"
 	"context"
@@ -35,6 +36,34 @@ func gzipped(t *testing.T, name, prefix string, filler byte, n int64) fleet.Bund
 		t.Fatal(err)
 	}
 	return fleet.BundleResource{Name: name, Encoding: "base64+gz", Content: base64.StdEncoding.EncodeToString(gz.Bytes())}
+}
+
+// subchartBomb is a chart archive holding one template of n zeros.
+func subchartBomb(t *testing.T, n int64) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestCompression)
+	tw := tar.NewWriter(zw)
+	if err := tw.WriteHeader(&tar.Header{Name: "sub/templates/zeros.yaml", Mode: 0o644, Size: n}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.CopyN(tw, zeroReader{}, n); err != nil {
+		t.Fatal(err)
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+type zeroReader struct{}
+
+func (zeroReader) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
 }
 
 func createBundle(t *testing.T, hub *framework.Hub, b *fleet.Bundle) {
@@ -84,6 +113,29 @@ func TestBundlesCannotHurtTheHubOrPoseAsTheAgent(t *testing.T) {
 	if cm := getConfigMap(t, d, "at-limit", "at-limit"); len(cm.Data["filler"]) < limit-200 {
 		t.Fatalf("the ConfigMap at the limit arrived with %d bytes of filler", len(cm.Data["filler"]))
 	}
+
+	// A chart whose subchart archive expands to 200 MB: small enough for the hub,
+	// which does not unpack charts, refused by the agent before Helm unpacks it.
+	createBundle(t, hub, &fleet.Bundle{
+		ObjectMeta: metav1.ObjectMeta{Name: "nested-bomb"},
+		Spec: fleet.BundleSpec{
+			BundleDeploymentOptions: fleet.BundleDeploymentOptions{DefaultNamespace: "nested-bomb"},
+			Resources: []fleet.BundleResource{
+				{Name: "Chart.yaml", Content: "apiVersion: v2\nname: top\nversion: 0.1.0\n"},
+				{Name: "charts/sub.tgz", Encoding: "base64", Content: base64.StdEncoding.EncodeToString(subchartBomb(t, 200<<20))},
+			},
+			Targets: targets,
+		},
+	})
+	waitReadyMessage(t, hub, "nested-bomb", "chart archive decodes to more than")
+	// The hub's limit reaches the agent through its agent bundle.
+	framework.Eventually(t, "the agent's maxBundleSize", timeout, func(ctx context.Context) error {
+		cm, err := d.Client().CoreV1().ConfigMaps(names.SystemNamespace).Get(ctx, names.AgentConfigMap, framework.Get)
+		if err == nil && cm.Data["maxBundleSize"] != fmt.Sprint(limit) {
+			err = fmt.Errorf("maxBundleSize %q, want %d", cm.Data["maxBundleSize"], limit)
+		}
+		return err
+	})
 
 	// Only the hub makes agent bundles: a Bundle labelled as the cluster's agent
 	// bundle is refused by the API server, as is a change to the hub's agent bundle.
@@ -148,16 +200,7 @@ func TestBundlesCannotHurtTheHubOrPoseAsTheAgent(t *testing.T) {
 			Targets:   targets,
 		},
 	})
-	framework.Eventually(t, "the hijack to be refused by the agent", timeout, func(ctx context.Context) error {
-		b, err := hub.Fleet().FleetV1alpha1().Bundles(workspace).Get(ctx, "hijack", framework.Get)
-		if err != nil {
-			return err
-		}
-		if msg := readyMessage(b.Status.Conditions); !strings.Contains(msg, "is the agent's own") {
-			return fmt.Errorf("Ready message %q", msg)
-		}
-		return nil
-	})
+	waitReadyMessage(t, hub, "hijack", "is the agent's own")
 	out, err := d.Helm("list", "-A", "-o", "json")
 	if err != nil {
 		t.Fatal(err)
@@ -171,7 +214,22 @@ func TestBundlesCannotHurtTheHubOrPoseAsTheAgent(t *testing.T) {
 			t.Fatalf("the agent's release now holds the chart %s (releases %+v)", r.Chart, releases)
 		}
 	}
-	waitClusterDisplay(t, hub, d.cluster, "BUNDLES-READY", readyBundles, "3/4")
+	waitClusterDisplay(t, hub, d.cluster, "BUNDLES-READY", readyBundles, "3/5")
+}
+
+// waitReadyMessage waits until Bundle name's Ready condition says want.
+func waitReadyMessage(t *testing.T, hub *framework.Hub, name, want string) {
+	t.Helper()
+	framework.Eventually(t, fmt.Sprintf("Bundle %s to say %q", name, want), timeout, func(ctx context.Context) error {
+		b, err := hub.Fleet().FleetV1alpha1().Bundles(workspace).Get(ctx, name, framework.Get)
+		if err != nil {
+			return err
+		}
+		if msg := readyMessage(b.Status.Conditions); !strings.Contains(msg, want) {
+			return fmt.Errorf("Ready message %q", msg)
+		}
+		return nil
+	})
 }
 
 // wantForbidden fails t unless err is the API server's Forbidden with each of want in

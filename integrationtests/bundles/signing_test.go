@@ -83,6 +83,20 @@ func applyBundle(t *testing.T, hub *framework.Hub, manifest string) {
 	}
 }
 
+// agentRevision is the revision of the agent's own release in d.
+func agentRevision(t *testing.T, d *downstream) int {
+	t.Helper()
+	status, err := d.Helm("-n", names.SystemNamespace, "status", names.AgentRelease, "-o", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var release struct{ Version int }
+	if err := json.Unmarshal([]byte(status), &release); err != nil {
+		t.Fatalf("helm status: %v\n%s", err, status)
+	}
+	return release.Version
+}
+
 // waitRefused waits until the agent refuses the Bundle's deployment with reason, and
 // the Bundle shows why.
 func waitRefused(t *testing.T, hub *framework.Hub, name, reason, message string) {
@@ -188,17 +202,34 @@ func TestAgentsWithTrustedKeysDeployOnlySignedBundles(t *testing.T) {
 	// The agent bundle, the hub's own, is not signed and still deploys; and the agent
 	// keeps its owner's keys through it.
 	waitClusterDisplay(t, hub, d.cluster, "BUNDLES-READY", readyBundles, "2/5")
-	status, err := d.Helm("-n", names.SystemNamespace, "status", names.AgentRelease, "-o", "json")
-	if err != nil {
-		t.Fatal(err)
+	revision := agentRevision(t, d)
+	if revision < 2 {
+		t.Fatalf("the agent bundle did not upgrade the agent's release (revision %d)", revision)
 	}
-	var release struct{ Version int }
-	if err := json.Unmarshal([]byte(status), &release); err != nil || release.Version < 2 {
-		t.Fatalf("the agent bundle did not upgrade the agent's release (revision %d, %v)", release.Version, err)
-	}
+
+	// Whoever may write the Cluster on the hub sets its agent's image registry: the
+	// agent bundle changes, but a trusting agent keeps the image its owner installed.
+	framework.Eventually(t, "the Cluster's privateRepoURL", timeout, func(ctx context.Context) error {
+		c, err := getCluster(ctx, hub, d.cluster)
+		if err != nil {
+			return err
+		}
+		c.Spec.PrivateRepoURL = "evil.example"
+		_, err = hub.Fleet().FleetV1alpha1().Clusters(workspace).Update(ctx, c, metav1.UpdateOptions{})
+		return err
+	})
+	framework.Eventually(t, "the agent bundle to be deployed again", timeout, func(context.Context) error {
+		if now := agentRevision(t, d); now <= revision {
+			return fmt.Errorf("revision %d", now)
+		}
+		return nil
+	})
 	values, err := d.Helm("-n", names.SystemNamespace, "get", "values", names.AgentRelease, "-o", "json")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if strings.Contains(values, "evil.example") {
+		t.Fatalf("the Cluster's privateRepoURL reached the trusting agent's release: %s", values)
 	}
 	pub, err := os.ReadFile(key + ".pub")
 	if err != nil {

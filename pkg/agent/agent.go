@@ -253,6 +253,8 @@ func startDeployer(ctx context.Context, cfg Config, cred registration.Credential
 		DownstreamKube:  cfg.Downstream,
 		AgentNamespace:  cfg.Namespace,
 		MonitorInterval: settings.MonitorInterval,
+		MaxContentSize:  settings.MaxBundleSize,
+		ClusterName:     cred.ClusterName,
 		Log:             log,
 		Verifier:        verifier,
 	}

@@ -31,6 +31,13 @@ func Namespace(cluster *fleet.Cluster) string {
 	return names.SystemNamespace
 }
 
+// Hub is what every agent learns from the hub that deploys it, whatever its Cluster.
+type Hub struct {
+	// MaxBundleSize is the hub's --max-bundle-size: agents decode Contents, and
+	// expand chart archives, within the same limit.
+	MaxBundleSize int64
+}
+
 // settings are the parts of a Cluster's spec that shape its agent's Deployment.
 type settings struct {
 	Namespace      string      `json:"namespace"`
@@ -71,13 +78,16 @@ func SettingsHash(cluster *fleet.Cluster) string {
 
 // Values are the chart values for cluster's agent. reg, when not nil, adds the
 // registration values (a fresh deployment registers; an upgrade keeps the identity).
-func Values(cluster *fleet.Cluster, reg *registration.Values) (map[string]interface{}, error) {
+func Values(cluster *fleet.Cluster, reg *registration.Values, hub Hub) (map[string]interface{}, error) {
 	s := settingsOf(cluster)
 	v := map[string]interface{}{
 		"agentNamespace": s.Namespace,
 		"clientID":       cluster.Spec.ClientID,
 		"privateRepoURL": s.PrivateRepoURL,
 		"hostNetwork":    s.HostNetwork,
+	}
+	if hub.MaxBundleSize > 0 {
+		v["maxBundleSize"] = hub.MaxBundleSize
 	}
 	for key, value := range map[string]interface{}{"env": s.EnvVars, "tolerations": s.Tolerations, "affinity": s.Affinity, "resources": s.Resources} {
 		if value != nil {

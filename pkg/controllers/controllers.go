@@ -29,6 +29,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/flotilla/flotilla/pkg/agentchart"
 	"github.com/flotilla/flotilla/pkg/bundlestate"
 	"github.com/flotilla/flotilla/pkg/content"
 	"github.com/flotilla/flotilla/pkg/controllers/agentbundle"
@@ -186,12 +187,13 @@ func (m *Manager) Start(ctx context.Context) error {
 	bundle.Register(ctx, bundle.Settings{MaxSize: m.settings.MaxBundleSize}, fleet.Bundle(), fleet.BundleDeployment(), fleet.Content(), fleet.Cluster(), fleet.ClusterGroup(), events)
 	bundle.RegisterContents(ctx, fleet.Content(), fleet.BundleDeployment(), fleet.Bundle().Cache())
 	clustergroup.Register(ctx, fleet.ClusterGroup(), fleet.Cluster(), fleet.BundleDeployment().Cache())
-	if err := agentbundle.Register(ctx, fleet.Cluster(), fleet.Bundle(), fleet.Content()); err != nil {
+	agentHub := agentchart.Hub{MaxBundleSize: m.settings.MaxBundleSize}
+	if err := agentbundle.Register(ctx, agentHub, fleet.Cluster(), fleet.Bundle(), fleet.Content()); err != nil {
 		return err
 	}
 	imports.Register(ctx, imports.Settings{
 		SecretNamespaces: m.settings.KubeconfigSecretNamespaces, TokenTTL: m.settings.ImportTokenTTL,
-		InitialBackoff: 2 * time.Second, MaxBackoff: 5 * time.Minute, Addresses: m.settings.ImportAddresses,
+		InitialBackoff: 2 * time.Second, MaxBackoff: 5 * time.Minute, Addresses: m.settings.ImportAddresses, Agent: agentHub,
 	}, fleet.Cluster(), fleet.ClusterRegistrationToken(), core.Secret(), kube, events)
 
 	deployments := fleet.BundleDeployment().Cache()

@@ -53,7 +53,9 @@ func GenerateSigningKey(privatePath string, out io.Writer) error {
 
 // SignBundles reads Bundles (YAML or JSON, several separated by ---) from in, signs
 // each with the key in keyPath and writes them to out as YAML, ready for kubectl apply.
-func SignBundles(keyPath string, in io.Reader, out io.Writer) error {
+// A signature holds for one workspace: namespace, when set, is each Bundle's, which
+// must not name another.
+func SignBundles(keyPath, namespace string, in io.Reader, out io.Writer) error {
 	pemData, err := os.ReadFile(keyPath)
 	if err != nil {
 		return err
@@ -77,6 +79,14 @@ func SignBundles(keyPath string, in io.Reader, out io.Writer) error {
 		}
 		if bundle.Kind != "Bundle" || bundle.APIVersion != fleet.SchemeGroupVersion.String() {
 			return fmt.Errorf("document %d is a %s %s, not a %s Bundle", n+1, bundle.APIVersion, bundle.Kind, fleet.SchemeGroupVersion)
+		}
+		switch {
+		case namespace == "" && bundle.Namespace == "":
+			return fmt.Errorf("Bundle %s has no metadata.namespace: give its workspace with --namespace", bundle.Name)
+		case namespace != "" && bundle.Namespace != "" && bundle.Namespace != namespace:
+			return fmt.Errorf("Bundle %s is in namespace %s, not %s", bundle.Name, bundle.Namespace, namespace)
+		case namespace != "":
+			bundle.Namespace = namespace
 		}
 		if err := signing.Sign(&bundle, nil, key); err != nil {
 			return err

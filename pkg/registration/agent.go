@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -43,6 +44,8 @@ type AgentSettings struct {
 	CheckinInterval time.Duration
 	// MonitorInterval is how often deployed bundles are checked for readiness and drift.
 	MonitorInterval time.Duration
+	// MaxBundleSize bounds what a Bundle's resources decode to; 0 means the default.
+	MaxBundleSize int64
 }
 
 // ConfigMap keys of the downstream fleet-agent ConfigMap.
@@ -51,6 +54,7 @@ const (
 	cmLabels          = "labels"
 	cmCheckinInterval = "checkinInterval"
 	cmMonitorInterval = "monitorInterval"
+	cmMaxBundleSize   = "maxBundleSize"
 )
 
 // DefaultMonitorInterval is how often deployed bundles are checked when not told otherwise.
@@ -85,6 +89,13 @@ func (d Downstream) Settings(ctx context.Context) (AgentSettings, error) {
 			return s, fmt.Errorf("ConfigMap %s/%s: %s %q is not a positive duration", d.Namespace, names.AgentConfigMap, key, raw)
 		}
 		*into = interval
+	}
+	if raw := cm.Data[cmMaxBundleSize]; raw != "" {
+		size, err := strconv.ParseInt(raw, 10, 64)
+		if err != nil || size < 0 {
+			return s, fmt.Errorf("ConfigMap %s/%s: %s %q is not a number of bytes", d.Namespace, names.AgentConfigMap, cmMaxBundleSize, raw)
+		}
+		s.MaxBundleSize = size
 	}
 	return s, nil
 }

@@ -111,7 +111,7 @@ func TestSettingsAndClientIDFromTheDownstream(t *testing.T) {
 	client := fake.NewSimpleClientset(
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kube-system", UID: "uid-1"}},
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: names.AgentConfigMap, Namespace: "cattle-fleet-system"},
-			Data: map[string]string{"labels": `{"env":"dev"}`, "checkinInterval": "5s"}},
+			Data: map[string]string{"labels": `{"env":"dev"}`, "checkinInterval": "5s", "maxBundleSize": "1048576"}},
 	)
 	d := Downstream{Client: client, Namespace: "cattle-fleet-system"}
 	ctx := context.Background()
@@ -119,7 +119,7 @@ func TestSettingsAndClientIDFromTheDownstream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Labels["env"] != "dev" || s.CheckinInterval != 5*time.Second {
+	if s.Labels["env"] != "dev" || s.CheckinInterval != 5*time.Second || s.MaxBundleSize != 1<<20 {
 		t.Fatalf("settings %+v", s)
 	}
 	id, err := d.ClientID(ctx, s)
@@ -135,6 +135,11 @@ func TestSettingsAndClientIDFromTheDownstream(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: names.AgentConfigMap, Namespace: "ns"}, Data: map[string]string{"checkinInterval": "soon"}}), Namespace: "ns"}
 	if _, err := bad.Settings(ctx); err == nil || !strings.Contains(err.Error(), "checkinInterval") {
 		t.Fatalf("a bad interval was not explained: %v", err)
+	}
+	bad = Downstream{Client: fake.NewSimpleClientset(&corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: names.AgentConfigMap, Namespace: "ns"}, Data: map[string]string{"maxBundleSize": "-1"}}), Namespace: "ns"}
+	if _, err := bad.Settings(ctx); err == nil || !strings.Contains(err.Error(), "maxBundleSize") {
+		t.Fatalf("a bad size was not explained: %v", err)
 	}
 }
 

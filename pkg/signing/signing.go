@@ -1,7 +1,7 @@
 // Package signing lets a Bundle's author sign what it deploys and an agent refuse
 // what that author did not sign.
 //
-// A signature covers the Bundle's name and the deployment IDs its targets can give a
+// A signature covers the Bundle's workspace and name and the deployment IDs its targets can give a
 // cluster: each is the Content's name (the SHA-256 of the resources) and the SHA-256
 // of the options a target merges (values, namespaces, release name, ...). The agent
 // recomputes its BundleDeployment's ID from the options it is about to use and the
@@ -44,8 +44,9 @@ type Signature struct {
 // signature made with the same key.
 const payloadDomain = "flotilla bundle signature v1\n"
 
-func payload(bundle string, deployments []string) []byte {
-	return []byte(payloadDomain + bundle + "\n" + strings.Join(deployments, "\n"))
+// payload is what is signed: the Bundle, by workspace and name, and its deployments.
+func payload(namespace, name string, deployments []string) []byte {
+	return []byte(payloadDomain + namespace + "/" + name + "\n" + strings.Join(deployments, "\n"))
 }
 
 // Deployments are the deployment IDs bundle's targets can give a cluster, sorted and
@@ -89,6 +90,9 @@ func Deployments(bundle *fleet.Bundle, contents *fleet.Content) ([]string, error
 // Sign signs bundle with key, setting its signature annotation. Sign again after any
 // change to its resources, options or targets' options.
 func Sign(bundle *fleet.Bundle, contents *fleet.Content, key ed25519.PrivateKey) error {
+	if bundle.Namespace == "" {
+		return fmt.Errorf("signing Bundle %s: no namespace: a signature holds for one workspace", bundle.Name)
+	}
 	deployments, err := Deployments(bundle, contents)
 	if err != nil {
 		return fmt.Errorf("signing Bundle %s: %w", bundle.Name, err)
@@ -96,11 +100,14 @@ func Sign(bundle *fleet.Bundle, contents *fleet.Content, key ed25519.PrivateKey)
 	sig := Signature{
 		Key:         fingerprint(key.Public().(ed25519.PublicKey)),
 		Deployments: deployments,
-		Value:       base64.StdEncoding.EncodeToString(ed25519.Sign(key, payload(bundle.Name, deployments))),
+		Value:       base64.StdEncoding.EncodeToString(ed25519.Sign(key, payload(bundle.Namespace, bundle.Name, deployments))),
 	}
 	raw, err := json.Marshal(sig)
 	if err != nil {
 		return err
+	}
+	if len(raw) > MaxSignatureSize {
+		return fmt.Errorf("signing Bundle %s: its %d deployments make a signature longer than the %d bytes agents read", bundle.Name, len(deployments), MaxSignatureSize)
 	}
 	if bundle.Annotations == nil {
 		bundle.Annotations = map[string]string{}

@@ -69,7 +69,7 @@ func deployment(t *testing.T, bundle *fleet.Bundle, env string) *fleet.BundleDep
 		t.Fatal(err)
 	}
 	bd := &fleet.BundleDeployment{
-		ObjectMeta: metav1.ObjectMeta{Name: bundle.Name, Namespace: "cluster-clusters-c"},
+		ObjectMeta: metav1.ObjectMeta{Name: bundle.Name, Namespace: "cluster-clusters-c", Labels: map[string]string{names.BundleNamespaceLabel: bundle.Namespace}},
 		Spec:       fleet.BundleDeploymentSpec{Options: targets[0].Options, DeploymentID: id},
 	}
 	if sig, ok := bundle.Annotations[names.SignatureAnnotation]; ok {
@@ -127,6 +127,22 @@ func TestVerify(t *testing.T) {
 			bd.Name = "other"
 			return bd
 		}, ReasonBadSignature},
+		{"signature of the same Bundle in another workspace", verifier, func(t *testing.T) *fleet.BundleDeployment {
+			bd := deployment(t, signed(t, key), "dev")
+			bd.Labels[names.BundleNamespaceLabel] = "other-workspace"
+			return bd
+		}, ReasonBadSignature},
+		{"a key that is no fingerprint", verifier, func(t *testing.T) *fleet.BundleDeployment {
+			bd := deployment(t, signed(t, key), "dev")
+			var sig Signature
+			if err := json.Unmarshal([]byte(bd.Annotations[names.SignatureAnnotation]), &sig); err != nil {
+				t.Fatal(err)
+			}
+			sig.Key = strings.Repeat("x", 10000)
+			raw, _ := json.Marshal(sig)
+			bd.Annotations[names.SignatureAnnotation] = string(raw)
+			return bd
+		}, ReasonBadSignature},
 		{"signed deployments edited", verifier, func(t *testing.T) *fleet.BundleDeployment {
 			b := signed(t, key)
 			var sig Signature
@@ -161,6 +177,9 @@ func TestVerify(t *testing.T) {
 			var refused *RefusedError
 			if !errors.As(err, &refused) || refused.Reason != tt.reason {
 				t.Fatalf("got %v, want a refusal with reason %s", err, tt.reason)
+			}
+			if len(refused.Message) > 500 {
+				t.Fatalf("a message of %d bytes: what an attacker wrote is repeated", len(refused.Message))
 			}
 		})
 	}

@@ -8,6 +8,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -34,12 +35,26 @@ const (
 	ReasonInvalidTrustedKeys = "InvalidTrustedKeys"
 )
 
+// IsRefusalReason says whether reason is one of the reasons above.
+func IsRefusalReason(reason string) bool {
+	switch reason {
+	case ReasonUnsigned, ReasonUntrustedKey, ReasonBadSignature, ReasonNotSigned, ReasonInvalidTrustedKeys:
+		return true
+	}
+	return false
+}
+
 // MaxTrustedKeys bounds the trusted keys an agent reads.
 const MaxTrustedKeys = 64
 
-// maxSignatureSize bounds the annotation read; the API server already bounds all
-// annotations of an object to 256 KiB.
-const maxSignatureSize = 256 << 10
+// MaxSignatureSize bounds the annotation: room for some 500 targets. The hub copies it
+// to every BundleDeployment, so it is kept well below the 256 KiB the API server
+// allows an object's annotations.
+const MaxSignatureSize = 64 << 10
+
+// fingerprintPattern is what a key's fingerprint looks like: only such a name is
+// repeated in a message.
+var fingerprintPattern = regexp.MustCompile(`^SHA256:[A-Za-z0-9+/]{43}$`)
 
 // RefusedError is a BundleDeployment the agent will not deploy, and why.
 type RefusedError struct {
@@ -122,19 +137,19 @@ func (v *Verifier) Verify(bd *fleet.BundleDeployment) error {
 	if raw == "" {
 		return &RefusedError{ReasonUnsigned, fmt.Sprintf("the Bundle is not signed, and this cluster deploys only Bundles signed by a trusted key (%s): sign it with `hub bundle sign`", trusted)}
 	}
-	if len(raw) > maxSignatureSize {
-		return &RefusedError{ReasonBadSignature, fmt.Sprintf("the Bundle's signature annotation is longer than %d bytes", maxSignatureSize)}
+	if len(raw) > MaxSignatureSize {
+		return &RefusedError{ReasonBadSignature, fmt.Sprintf("the Bundle's signature annotation is longer than %d bytes", MaxSignatureSize)}
 	}
 	var sig Signature
-	if err := json.Unmarshal([]byte(raw), &sig); err != nil {
-		return &RefusedError{ReasonBadSignature, fmt.Sprintf("the Bundle's signature annotation cannot be read: %v", err)}
+	if err := json.Unmarshal([]byte(raw), &sig); err != nil || !fingerprintPattern.MatchString(sig.Key) {
+		return &RefusedError{ReasonBadSignature, "the Bundle's signature annotation cannot be read: sign the Bundle again"}
 	}
 	key, ok := v.keys[sig.Key]
 	if !ok {
-		return &RefusedError{ReasonUntrustedKey, fmt.Sprintf("the Bundle is signed by the key %q, which this cluster does not trust (it trusts %s)", sig.Key, trusted)}
+		return &RefusedError{ReasonUntrustedKey, fmt.Sprintf("the Bundle is signed by the key %s, which this cluster does not trust (it trusts %s)", sig.Key, trusted)}
 	}
 	value, err := base64.StdEncoding.DecodeString(sig.Value)
-	if err != nil || !ed25519.Verify(key, payload(bd.Name, sig.Deployments), value) {
+	if err != nil || !ed25519.Verify(key, payload(bd.Labels[names.BundleNamespaceLabel], bd.Name, sig.Deployments), value) {
 		return &RefusedError{ReasonBadSignature, fmt.Sprintf("the Bundle's signature does not verify with the key %s: it was changed after signing", sig.Key)}
 	}
 	// The ID the options and Content give, not the one the hub wrote beside them.

@@ -74,6 +74,8 @@ type Deployer struct {
 	// Verifier, when set, deploys only Bundles signed by a trusted key (the agent
 	// bundle, the hub's own, excepted).
 	Verifier *signing.Verifier
+	// ClusterName is the cluster's Cluster on the hub: its agent bundle is named for it.
+	ClusterName string
 
 	mu      sync.Mutex
 	configs map[string]*action.Configuration
@@ -171,6 +173,8 @@ func (d *Deployer) onChange(key string, bd *fleet.BundleDeployment) (*fleet.Bund
 	refused := d.verify(bd)
 	if refused != nil {
 		recordRefusal(status, refused, log)
+	} else {
+		clearRefusal(status)
 	}
 	var deployErr error
 	if refused == nil && !bd.Spec.Paused && needsDeploy(bd, last, lastErr) {
@@ -182,9 +186,9 @@ func (d *Deployer) onChange(key string, bd *fleet.BundleDeployment) (*fleet.Bund
 	}
 	if deployErr == nil {
 		d.monitor(cfg, bd, status, last, lastErr, log)
-		if refused == nil && len(status.ModifiedStatus) > 0 && bd.Spec.CorrectDrift != nil && bd.Spec.CorrectDrift.Enabled && !bd.Spec.Paused {
+		if drift := d.correctDrift(bd); refused == nil && len(status.ModifiedStatus) > 0 && drift != nil && drift.Enabled && !bd.Spec.Paused {
 			log.WithField("modified", bundlestate.Message(&fleet.BundleDeployment{Spec: bd.Spec, Status: *status})).Info("Correcting drift")
-			last, deployErr = d.deploy(cfg, bd, releaseNS, releaseName, bd.Spec.CorrectDrift.Force, log)
+			last, deployErr = d.deploy(cfg, bd, releaseNS, releaseName, drift.Force, log)
 			recordDeploy(bd, status, last, deployErr, log)
 			if deployErr == nil {
 				d.monitor(cfg, bd, status, last, nil, log)
@@ -258,8 +262,10 @@ func (d *Deployer) release(bd *fleet.BundleDeployment) (string, string) {
 	return ns, name
 }
 
+// isAgent says whether bd is this cluster's agent bundle, which deploys the agent's
+// own release: labelled and named for this very cluster, as the hub makes it.
 func (d *Deployer) isAgent(bd *fleet.BundleDeployment) bool {
-	return bd.Labels[names.AgentBundleLabel] != ""
+	return d.ClusterName != "" && bd.Labels[names.AgentBundleLabel] == d.ClusterName && bd.Name == names.AgentBundle(d.ClusterName)
 }
 
 // needsDeploy says whether bd's release must be installed or upgraded: its
@@ -317,6 +323,23 @@ func (d *Deployer) verify(bd *fleet.BundleDeployment) *signing.RefusedError {
 		refused = &signing.RefusedError{Reason: signing.ReasonBadSignature, Message: err.Error()}
 	}
 	return refused
+}
+
+// correctDrift is how bd's drift is corrected: as its options say when signatures
+// are checked (the options are what is signed), else as its spec says.
+func (d *Deployer) correctDrift(bd *fleet.BundleDeployment) *fleet.CorrectDrift {
+	if d.Verifier != nil {
+		return bd.Spec.Options.CorrectDrift
+	}
+	return bd.Spec.CorrectDrift
+}
+
+// clearRefusal forgets an earlier refusal once bd passes: put back to the version
+// deployed, it has nothing to deploy, and would otherwise stay refused.
+func clearRefusal(status *fleet.BundleDeploymentStatus) {
+	if c := conditions.Get(status.Conditions, ConditionDeployed); c != nil && signing.IsRefusalReason(c.Reason) {
+		conditions.Set(&status.Conditions, ConditionDeployed, corev1.ConditionTrue, "", "")
+	}
 }
 
 // recordRefusal shows in status why bd is not deployed. It is not retried: a new
@@ -400,6 +423,9 @@ func (d *Deployer) deploy(cfg *action.Configuration, bd *fleet.BundleDeployment,
 	if err != nil {
 		return nil, err
 	}
+	if err := content.CheckArchives(files, limit); err != nil {
+		return nil, err
+	}
 	opts := bd.Spec.Options
 	chrt, err := Chart(files, opts, name)
 	if err != nil {
@@ -434,7 +460,7 @@ func (d *Deployer) deploy(cfg *action.Configuration, bd *fleet.BundleDeployment,
 		}
 	}
 	if d.isAgent(bd) {
-		values = agentValues(last.Config, values)
+		values = agentValues(last.Config, values, d.Verifier != nil)
 		values["agentNamespace"] = ns
 	}
 	helm := helmOptions(opts)
@@ -548,10 +574,20 @@ var registrationKeys = []string{"token", "tokenName", "apiServerURL", "apiServer
 // upgrade: the agent bundle, which comes from the hub, keeps them as they are.
 var downstreamKeys = []string{"trustedKeys"}
 
+// codeKeys are values that choose what code the agent runs, and with which rights
+// on the node. With trusted keys, they too are the owner's: otherwise whoever may
+// write the Cluster on the hub (its agent settings) would choose the agent's image.
+var codeKeys = []string{"image", "privateRepoURL", "env", "hostNetwork"}
+
 // agentValues keeps what the user gave the agent's release at install time (labels,
 // check-in interval, image, ...) except the registration values, under the agent
-// bundle's values.
-func agentValues(previous, bundle map[string]interface{}) map[string]interface{} {
+// bundle's values; the owner's keys (downstreamKeys, and codeKeys when the agent
+// trusts keys) the bundle does not change.
+func agentValues(previous, bundle map[string]interface{}, trusting bool) map[string]interface{} {
+	ownerKeys := downstreamKeys
+	if trusting {
+		ownerKeys = append(slices.Clone(downstreamKeys), codeKeys...)
+	}
 	kept := map[string]interface{}{}
 	for k, v := range previous {
 		kept[k] = v
@@ -561,7 +597,7 @@ func agentValues(previous, bundle map[string]interface{}) map[string]interface{}
 	}
 	out := kept
 	for k, v := range bundle {
-		if !slices.Contains(downstreamKeys, k) {
+		if !slices.Contains(ownerKeys, k) {
 			out[k] = v
 		}
 	}

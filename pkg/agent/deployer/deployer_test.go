@@ -1,6 +1,7 @@
 package deployer
 
 import (
+	"fmt"
 	"io"
 	"testing"
 	"time"
@@ -113,7 +114,7 @@ func TestStoppingWaitsForOperations(t *testing.T) {
 func TestAgentValuesDropRegistration(t *testing.T) {
 	got := agentValues(
 		map[string]interface{}{"token": "t", "apiServerURL": "u", "checkinInterval": "5s", "labels": map[string]interface{}{"env": "dev"}, "env": []interface{}{"old"}},
-		map[string]interface{}{"env": []interface{}{"new"}, "clientID": "id"},
+		map[string]interface{}{"env": []interface{}{"new"}, "clientID": "id"}, false,
 	)
 	if _, ok := got["token"]; ok {
 		t.Errorf("token kept: %v", got)
@@ -134,9 +135,31 @@ func TestAgentValuesKeepTrustedKeys(t *testing.T) {
 		{"trustedKeys": "the hub's key"},
 		{},
 	} {
-		got := agentValues(map[string]interface{}{"trustedKeys": "owner's key"}, bundle)
-		if got["trustedKeys"] != "owner's key" {
-			t.Errorf("with bundle values %v: trustedKeys %q", bundle, got["trustedKeys"])
+		for _, trusting := range []bool{false, true} {
+			got := agentValues(map[string]interface{}{"trustedKeys": "owner's key"}, bundle, trusting)
+			if got["trustedKeys"] != "owner's key" {
+				t.Errorf("with bundle values %v: trustedKeys %q", bundle, got["trustedKeys"])
+			}
 		}
+	}
+}
+
+// With trusted keys, what chooses the agent's code is the owner's too: the Cluster's
+// agent settings on the hub cannot point the agent at another image.
+func TestAgentValuesOfATrustingAgentKeepItsCode(t *testing.T) {
+	owner := map[string]interface{}{"image": map[string]interface{}{"repository": "flotilla/agent"}, "env": []interface{}{"A=1"}}
+	bundle := map[string]interface{}{"privateRepoURL": "evil.example", "image": map[string]interface{}{"repository": "evil"},
+		"env": []interface{}{"LD_PRELOAD=/x"}, "hostNetwork": true, "resources": map[string]interface{}{"limits": "1"}}
+	got := agentValues(owner, bundle, true)
+	for _, k := range codeKeys {
+		if fmt.Sprint(got[k]) != fmt.Sprint(owner[k]) {
+			t.Errorf("%s = %v, want the owner's %v", k, got[k], owner[k])
+		}
+	}
+	if got["resources"] == nil {
+		t.Errorf("resources, not code, were dropped: %v", got)
+	}
+	if got := agentValues(owner, bundle, false); got["privateRepoURL"] != "evil.example" {
+		t.Errorf("without trusted keys the hub's settings apply: %v", got)
 	}
 }

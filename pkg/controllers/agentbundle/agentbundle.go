@@ -37,13 +37,15 @@ type handler struct {
 	// chart is stored once, not in each of a thousand Bundles that every write of
 	// theirs would decode and encode again.
 	chart content.Encoded
+	// hub is what agents learn from the hub through their agent bundle.
+	hub agentchart.Hub
 	// created remembers the agent bundles created, until the cache shows them.
 	created recent.Created
 }
 
 // Register starts keeping agent bundles. A Cluster change that does not touch its
 // agent settings costs a cache read and a comparison, no write.
-func Register(ctx context.Context, clusters fleetcontrollers.ClusterController, bundles fleetcontrollers.BundleController,
+func Register(ctx context.Context, hub agentchart.Hub, clusters fleetcontrollers.ClusterController, bundles fleetcontrollers.BundleController,
 	contents fleetcontrollers.ContentController) error {
 	resources, err := ChartResources()
 	if err != nil {
@@ -53,7 +55,7 @@ func Register(ctx context.Context, clusters fleetcontrollers.ClusterController, 
 	if err != nil {
 		return err
 	}
-	h := &handler{clusters: clusters, bundles: bundles, contents: contents, chart: chart}
+	h := &handler{clusters: clusters, bundles: bundles, contents: contents, chart: chart, hub: hub}
 	clusters.OnChange(ctx, "agent-bundle", h.onChange)
 	// An agent bundle changed or deleted by hand is put back.
 	bundles.OnChange(ctx, "agent-bundle-owner", func(key string, b *fleet.Bundle) (*fleet.Bundle, error) {
@@ -93,8 +95,8 @@ func ChartResources() ([]fleet.BundleResource, error) {
 }
 
 // Desired is the agent bundle of cluster, naming the agent chart's Content chart.
-func Desired(cluster *fleet.Cluster, chart string) (*fleet.Bundle, error) {
-	values, err := agentchart.Values(cluster, nil)
+func Desired(cluster *fleet.Cluster, chart string, hub agentchart.Hub) (*fleet.Bundle, error) {
+	values, err := agentchart.Values(cluster, nil, hub)
 	if err != nil {
 		return nil, err
 	}
@@ -129,7 +131,7 @@ func (h *handler) onChange(_ string, cluster *fleet.Cluster) (*fleet.Cluster, er
 	if cluster == nil || cluster.DeletionTimestamp != nil {
 		return cluster, nil
 	}
-	want, err := Desired(cluster, h.chart.Name)
+	want, err := Desired(cluster, h.chart.Name, h.hub)
 	if err != nil {
 		return cluster, fmt.Errorf("agent bundle of Cluster %s/%s: %w", cluster.Namespace, cluster.Name, err)
 	}

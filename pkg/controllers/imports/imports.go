@@ -60,6 +60,8 @@ type Settings struct {
 	InitialBackoff, MaxBackoff time.Duration
 	// Addresses decides which addresses a kubeconfig's server may resolve to.
 	Addresses kubeconfig.AddressPolicy
+	// Agent is what the agents the hub deploys learn from it.
+	Agent agentchart.Hub
 }
 
 // Keys of a kubeconfig Secret.
@@ -520,7 +522,7 @@ func (h *handler) install(ctx context.Context, cluster *fleet.Cluster, cfg *rest
 	if err != nil {
 		return err
 	}
-	values, err := agentchart.Values(cluster, reg)
+	values, err := agentchart.Values(cluster, reg, h.settings.Agent)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,90 @@
+package content
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"errors"
+	"testing"
+)
+
+// tgz packs entries (name, content) as a gzip-compressed tar.
+func tgz(t testing.TB, entries ...[2][]byte) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestCompression)
+	tw := tar.NewWriter(zw)
+	for _, e := range entries {
+		if err := tw.WriteHeader(&tar.Header{Name: string(e[0]), Mode: 0o644, Size: int64(len(e[1]))}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tw.Write(e[1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+func entry(name string, data []byte) [2][]byte { return [2][]byte{[]byte(name), data} }
+
+func TestCheckArchives(t *testing.T) {
+	const limit = 1 << 20
+	chart := tgz(t, entry("sub/Chart.yaml", []byte("apiVersion: v2\nname: sub\nversion: 0.1.0\n")), entry("sub/templates/cm.yaml", []byte("kind: ConfigMap\n")))
+	zeros := bytes.Repeat([]byte{0}, limit)
+	bomb := tgz(t, entry("sub/templates/zeros", zeros))
+	var many [][2][]byte
+	for i := 0; i < 3000; i++ {
+		many = append(many, entry("sub/templates/empty", nil))
+	}
+	tests := []struct {
+		name     string
+		files    map[string][]byte
+		tooLarge bool
+	}{
+		{"a subchart archive", map[string][]byte{"Chart.yaml": []byte("name: top"), "charts/sub.tgz": chart}, false},
+		{"an archive expanding past the limit", map[string][]byte{"charts/sub.tgz": bomb}, true},
+		{"archives each under the limit, together over it", map[string][]byte{
+			"charts/a.tgz": tgz(t, entry("a/zeros", zeros[:limit/2])),
+			"charts/b.tgz": tgz(t, entry("b/zeros", zeros[:limit/2])),
+		}, true},
+		{"a bomb inside an archive", map[string][]byte{"charts/sub.tgz": tgz(t, entry("sub/charts/inner.tgz", bomb))}, true},
+		{"thousands of empty entries", map[string][]byte{"charts/sub.tgz": tgz(t, many...)}, true},
+		{"not an archive: Helm says so", map[string][]byte{"charts/sub.tgz": []byte("not gzip")}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := CheckArchives(tt.files, limit)
+			var tooLarge *TooLargeError
+			if tt.tooLarge != errors.As(err, &tooLarge) || (!tt.tooLarge && err != nil) {
+				t.Fatalf("CheckArchives = %v, want too large %v", err, tt.tooLarge)
+			}
+		})
+	}
+}
+
+// Archives inside archives beyond any chart's need are refused, however small.
+func TestCheckArchivesBoundsNesting(t *testing.T) {
+	archive := tgz(t, entry("c/Chart.yaml", []byte("name: c")))
+	for i := 0; i < maxArchiveDepth+1; i++ {
+		archive = tgz(t, entry("c/charts/c.tgz", archive))
+	}
+	if err := CheckArchives(map[string][]byte{"charts/c.tgz": archive}, 1<<20); err == nil {
+		t.Fatal("archives nested deeper than the bound were accepted")
+	}
+}
+
+// A Bundle's archives come from its author: checking them never panics.
+func FuzzCheckArchives(f *testing.F) {
+	f.Add(tgz(f, entry("sub/Chart.yaml", []byte("name: sub"))))
+	f.Add(tgz(f, entry("sub/charts/inner.tgz", tgz(f, entry("inner/x", bytes.Repeat([]byte{0}, 4096))))))
+	f.Add([]byte("not gzip"))
+	f.Fuzz(func(t *testing.T, archive []byte) {
+		_ = CheckArchives(map[string][]byte{"charts/sub.tgz": archive}, 64<<10)
+	})
+}
