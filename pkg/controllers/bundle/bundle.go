@@ -70,6 +70,27 @@ type handler struct {
 	patches statuspatch.Limiter
 	// written is each Bundle's status as last patched, until the cache shows it.
 	written statuspatch.Written[fleet.BundleStatus]
+	// measured is, by "<namespace>/<name>", what each Bundle's inline resources were
+	// found to be (a measurement): decoding them to measure them and encoding them
+	// to name their Content are the costly part of a reconcile, and a Bundle is
+	// reconciled again with every change of a cluster it selects by labels.
+	measured sync.Map
+}
+
+// measurement is what a Bundle's inline resources were found to be, at one
+// generation of one Bundle object.
+type measurement struct {
+	uid          types.UID
+	generation   int64
+	name, sha256 string
+	// err is the refusal of resources the hub does not store.
+	err error
+}
+
+// holdsFor says whether m still says what bundle's resources are: they change only
+// with its generation (which the API server counts from 1).
+func (m measurement) holdsFor(bundle *fleet.Bundle) bool {
+	return bundle.Generation > 0 && m.uid == bundle.UID && m.generation == bundle.Generation
 }
 
 // Register starts handling Bundles, and watches Clusters, ClusterGroups and
@@ -230,19 +251,22 @@ type contentRef struct {
 func (h *handler) contentOf(bundle *fleet.Bundle) (contentRef, error) {
 	id := bundle.Spec.ContentsID
 	if id == "" {
-		// Decoded once, as a stream, only to be measured: what the agents decode.
-		if _, err := content.Size(bundle.Spec.Resources, h.settings.MaxSize); err != nil {
-			var tooLarge *content.TooLargeError
-			if errors.As(err, &tooLarge) {
-				return contentRef{}, &refusal{reasonContentTooLarge, err}
+		key := bundle.Namespace + "/" + bundle.Name
+		if v, ok := h.measured.Load(key); ok {
+			if m := v.(measurement); m.holdsFor(bundle) {
+				if m.err != nil {
+					return contentRef{}, m.err
+				}
+				// Stored already: nothing to encode again.
+				if _, err := h.contents.Cache().Get(m.name); err == nil {
+					return contentRef{name: m.name, sha256: m.sha256}, nil
+				}
 			}
-			return contentRef{}, &refusal{"InvalidResources", err}
 		}
-		encoded, err := content.Encode(bundle.Spec.Resources)
-		if err != nil {
-			return contentRef{}, &refusal{"InvalidResources", err}
-		}
-		return contentRef{name: encoded.Name, sha256: encoded.SHA256, inline: &encoded}, nil
+		ref, err := measure(bundle, h.settings.MaxSize)
+		m := measurement{uid: bundle.UID, generation: bundle.Generation, name: ref.name, sha256: ref.sha256, err: err}
+		h.measured.Store(key, m)
+		return ref, err
 	}
 	if len(bundle.Spec.Resources) > 0 {
 		return contentRef{}, &refusal{"InvalidResources", fmt.Errorf("spec.resources and spec.contentsId are both set: give the resources inline or name the Content %q that holds them, not both", id)}
@@ -260,6 +284,23 @@ func (h *handler) contentOf(bundle *fleet.Bundle) (contentRef, error) {
 		return contentRef{}, err
 	}
 	return contentRef{name: c.Name, sha256: c.SHA256Sum}, nil
+}
+
+// measure decodes bundle's inline resources once, as a stream, to measure them (what
+// the agents decode), and encodes them for their Content.
+func measure(bundle *fleet.Bundle, maxSize int64) (contentRef, error) {
+	if _, err := content.Size(bundle.Spec.Resources, maxSize); err != nil {
+		var tooLarge *content.TooLargeError
+		if errors.As(err, &tooLarge) {
+			return contentRef{}, &refusal{reasonContentTooLarge, err}
+		}
+		return contentRef{}, &refusal{"InvalidResources", err}
+	}
+	encoded, err := content.Encode(bundle.Spec.Resources)
+	if err != nil {
+		return contentRef{}, &refusal{"InvalidResources", err}
+	}
+	return contentRef{name: encoded.Name, sha256: encoded.SHA256, inline: &encoded}, nil
 }
 
 // deploy writes the Content and the BundleDeployments and returns the latter.
@@ -469,6 +510,7 @@ func summarize(status *fleet.BundleStatus, deployments []*fleet.BundleDeployment
 // onRemove deletes a Bundle's BundleDeployments: they live in per-cluster namespaces,
 // which owner references cannot reach.
 func (h *handler) onRemove(_ string, bundle *fleet.Bundle) (*fleet.Bundle, error) {
+	h.measured.Delete(bundle.Namespace + "/" + bundle.Name)
 	existing, err := h.deployments.Cache().GetByIndex(ByBundle, bundle.Namespace+"/"+bundle.Name)
 	if err != nil {
 		return bundle, err

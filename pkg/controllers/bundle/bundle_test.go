@@ -64,3 +64,27 @@ func TestDesiredLabels(t *testing.T) {
 		})
 	}
 }
+
+// What a Bundle's resources measured holds for the same object at the same
+// generation only.
+func TestMeasurementHoldsForItsGeneration(t *testing.T) {
+	m := measurement{uid: "u1", generation: 3}
+	for _, tc := range []struct {
+		name       string
+		uid        types.UID
+		generation int64
+		holds      bool
+	}{
+		{"the same generation", "u1", 3, true},
+		{"a newer generation", "u1", 4, false},
+		{"a Bundle of the same name made again", "u2", 3, false},
+		{"no generation (not from an API server)", "u1", 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := &fleet.Bundle{ObjectMeta: metav1.ObjectMeta{UID: tc.uid, Generation: tc.generation}}
+			if got := m.holdsFor(b); got != tc.holds {
+				t.Fatalf("holdsFor = %v, want %v", got, tc.holds)
+			}
+		})
+	}
+}

@@ -135,7 +135,23 @@ func IndexClustersByClientID(cache fleetcontrollers.ClusterCache) {
 type refusal struct {
 	reason, message string
 	cluster         *fleet.Cluster
+	// answer, when set, is what the request's sender reads in place of message: a
+	// token holder learns no Cluster's name or key of a refusal for another's clientID.
+	answer string
 }
+
+// answerText is what the request's sender reads of r.
+func (r *refusal) answerText() string {
+	if r.answer != "" {
+		return r.answer
+	}
+	return r.message
+}
+
+// allowWithABoundToken says how a hub admin lets an agent that lost its key (or never
+// recorded one) register again, without naming the Cluster to the token holder.
+const allowWithABoundToken = "If it is the same cluster, a hub admin can allow it: a ClusterRegistrationToken with a short ttl in the workspace, " +
+	"labelled " + names.ClusterLabel + "=<the Cluster's name, which its RegistrationRefused event gives>, and the agent installed with that token's values.yaml"
 
 func (r *refusal) Error() string { return r.message }
 
@@ -404,7 +420,7 @@ func (h *handler) writeRefusal(req *fleet.ClusterRegistrationRequest, refused *r
 		return nil
 	}
 	secret := answerSecret(req, map[string][]byte{
-		registration.AnswerRefusedReason: []byte(refused.reason), registration.AnswerRefusedMessage: []byte(refused.message),
+		registration.AnswerRefusedReason: []byte(refused.reason), registration.AnswerRefusedMessage: []byte(refused.answerText()),
 	})
 	_, err := h.kube.CoreV1().Secrets(secret.Namespace).Create(context.Background(), secret, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
@@ -780,7 +796,8 @@ func (h *handler) judgeClaim(ctx context.Context, cluster *fleet.Cluster, req *f
 	return &refusal{reason: "KeyNotRecorded", cluster: cluster, message: fmt.Sprintf(
 		"Cluster %s/%s is registered but has no agent key recorded (its agent registered before agent keys). "+
 			"If this is the same cluster, allow it: create a ClusterRegistrationToken in namespace %s with label %s=%s and a short ttl, "+
-			"and install the agent with that token's values.yaml", cluster.Namespace, cluster.Name, cluster.Namespace, names.ClusterLabel, cluster.Name)}
+			"and install the agent with that token's values.yaml", cluster.Namespace, cluster.Name, cluster.Namespace, names.ClusterLabel, cluster.Name),
+		answer: "this clientID's Cluster is registered but has no agent key recorded (its agent registered before agent keys). " + allowWithABoundToken}
 }
 
 // keyRecord is what a Cluster records of its agent's key, in two annotations the hub
@@ -839,14 +856,18 @@ func judgeKey(cluster *fleet.Cluster, req *fleet.ClusterRegistrationRequest, bou
 			"Cluster %s/%s is bound to the key its agent registered with (%s) and this request is signed with another (%s). "+
 				"If it is the same cluster and its agent lost its key, allow it: create a ClusterRegistrationToken with a short ttl in namespace %s "+
 				"with label %s=%s and install the agent with that token's values.yaml (or delete the Cluster to register the cluster as new)",
-			cluster.Namespace, cluster.Name, recorded.Fingerprint, asked, cluster.Namespace, names.ClusterLabel, cluster.Name)}
+			cluster.Namespace, cluster.Name, recorded.Fingerprint, asked, cluster.Namespace, names.ClusterLabel, cluster.Name),
+			answer: "this clientID's Cluster is bound to the key its agent registered with, and this request is signed with another. " +
+				allowWithABoundToken + "; or a hub admin deletes the Cluster to register the cluster as new"}
 	case recorded.Request != "" && recorded.Request == string(req.UID):
 		// A retry of the request that recorded it.
 		return nil
 	case !req.Spec.SignedAt.After(recorded.SignedAt):
 		return &refusal{reason: "StaleSignature", cluster: cluster, message: fmt.Sprintf(
 			"the request was signed at %s, not after the request (UID %s, signed at %s) that Cluster %s/%s last accepted: a replayed request, or the agent's clock went back",
-			req.Spec.SignedAt.UTC().Format(time.RFC3339Nano), recorded.Request, recorded.SignedAt.UTC().Format(time.RFC3339Nano), cluster.Namespace, cluster.Name)}
+			req.Spec.SignedAt.UTC().Format(time.RFC3339Nano), recorded.Request, recorded.SignedAt.UTC().Format(time.RFC3339Nano), cluster.Namespace, cluster.Name),
+			answer: fmt.Sprintf("the request was signed at %s, not after the last request this clientID's Cluster accepted: a replayed request, or the agent's clock went back",
+				req.Spec.SignedAt.UTC().Format(time.RFC3339Nano))}
 	default:
 		return nil
 	}

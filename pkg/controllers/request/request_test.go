@@ -112,6 +112,15 @@ func TestJudgeKey(t *testing.T) {
 			if got == "KeyMismatch" && !strings.Contains(err.Error(), names.ClusterLabel+"=c") {
 				t.Errorf("the refusal does not say how to allow it: %v", err)
 			}
+			if refused != nil && got != "" {
+				// What the token holder reads names neither the Cluster nor a key.
+				answer := refused.answerText()
+				for _, secret := range []string{"SHA256:", "ws/c", recordOf(cluster).Request} {
+					if secret != "" && strings.Contains(answer, secret) {
+						t.Errorf("the answer %q gives away %q", answer, secret)
+					}
+				}
+			}
 		})
 	}
 	t.Run("a record reads back as written", func(t *testing.T) {
