@@ -131,9 +131,6 @@ cluster instead, installing or updating the fleet.cattle.io CRDs there itself.`,
 				return fmt.Errorf("--cluster-recovery-ttl %s is shorter than --cluster-token-ttl %s: recovery is for agents offline longer than their identity lasts (0 turns it off)",
 					settings.ClusterRecoveryTTL, settings.ClusterTokenTTL)
 			}
-			if err := tokensFit(cpConfig.MaxTokenExpiration, kubeconfig, settings); err != nil {
-				return err
-			}
 			opts := hub.Options{
 				Settings:               settings,
 				Kubeconfig:             kubeconfig,
@@ -149,6 +146,11 @@ cluster instead, installing or updating the fleet.cattle.io CRDs there itself.`,
 			if !(election.RetryPeriod > 0 && election.RetryPeriod < election.RenewDeadline && election.RenewDeadline < election.LeaseDuration) {
 				return fmt.Errorf("leader election needs 0 < --leader-elect-retry-period (%s) < --leader-elect-renew-deadline (%s) < --leader-elect-lease-duration (%s)",
 					election.RetryPeriod, election.RenewDeadline, election.LeaseDuration)
+			}
+			if opts.Embedded() {
+				if err := tokensFit(cpConfig.MaxTokenExpiration, settings); err != nil {
+					return err
+				}
 			}
 			// The hub's own control plane authorizes cluster identities and runs no Pods.
 			opts.ControlPlane.IdentityAuthorizer, opts.ControlPlane.Workloads = true, false
@@ -188,10 +190,7 @@ cluster instead, installing or updating the fleet.cattle.io CRDs there itself.`,
 // tokensFit says whether the embedded API server issues tokens as long as the hub
 // hands out: a shorter --service-account-max-token-expiration would cut them short
 // without a word.
-func tokensFit(maxToken time.Duration, kubeconfig string, settings controllers.Settings) error {
-	if kubeconfig != "" {
-		return nil
-	}
+func tokensFit(maxToken time.Duration, settings controllers.Settings) error {
 	for _, lifetime := range []struct {
 		what string
 		ttl  time.Duration
