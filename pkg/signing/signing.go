@@ -98,7 +98,7 @@ func Sign(bundle *fleet.Bundle, contents *fleet.Content, key ed25519.PrivateKey)
 		return fmt.Errorf("signing Bundle %s: %w", bundle.Name, err)
 	}
 	sig := Signature{
-		Key:         fingerprint(key.Public().(ed25519.PublicKey)),
+		Key:         Fingerprint(key.Public().(ed25519.PublicKey)),
 		Deployments: deployments,
 		Value:       base64.StdEncoding.EncodeToString(ed25519.Sign(key, payload(bundle.Namespace, bundle.Name, deployments))),
 	}
@@ -116,17 +116,15 @@ func Sign(bundle *fleet.Bundle, contents *fleet.Content, key ed25519.PrivateKey)
 	return nil
 }
 
-func fingerprint(key ed25519.PublicKey) string {
+// Fingerprint names a public key as signatures and logs do: "SHA256:" and the
+// unpadded base64 of the SHA-256 of its DER, as agent keys are named.
+func Fingerprint(key ed25519.PublicKey) string {
 	der, err := x509.MarshalPKIXPublicKey(key)
 	if err != nil {
 		panic(err) // an Ed25519 key always marshals
 	}
 	return registration.Fingerprint(base64.StdEncoding.EncodeToString(der))
 }
-
-// Fingerprint names a public key as signatures and logs do: "SHA256:" and the
-// unpadded base64 of the SHA-256 of its DER.
-func Fingerprint(key ed25519.PublicKey) string { return fingerprint(key) }
 
 // GenerateKey makes a signing key: its private half as PKCS #8 PEM (what
 // `openssl genpkey -algorithm ed25519` writes) and its public half as PKIX PEM.

@@ -78,6 +78,21 @@ func deployment(t *testing.T, bundle *fleet.Bundle, env string) *fleet.BundleDep
 	return bd
 }
 
+// editSignature changes bd's signature annotation as someone without the key would.
+func editSignature(t *testing.T, bd *fleet.BundleDeployment, change func(*Signature)) {
+	t.Helper()
+	var sig Signature
+	if err := json.Unmarshal([]byte(bd.Annotations[names.SignatureAnnotation]), &sig); err != nil {
+		t.Fatal(err)
+	}
+	change(&sig)
+	raw, err := json.Marshal(sig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bd.Annotations[names.SignatureAnnotation] = string(raw)
+}
+
 func TestVerify(t *testing.T) {
 	key, pub := newKey(t)
 	otherKey, _ := newKey(t)
@@ -134,26 +149,14 @@ func TestVerify(t *testing.T) {
 		}, ReasonBadSignature},
 		{"a key that is no fingerprint", verifier, func(t *testing.T) *fleet.BundleDeployment {
 			bd := deployment(t, signed(t, key), "dev")
-			var sig Signature
-			if err := json.Unmarshal([]byte(bd.Annotations[names.SignatureAnnotation]), &sig); err != nil {
-				t.Fatal(err)
-			}
-			sig.Key = strings.Repeat("x", 10000)
-			raw, _ := json.Marshal(sig)
-			bd.Annotations[names.SignatureAnnotation] = string(raw)
+			editSignature(t, bd, func(sig *Signature) { sig.Key = strings.Repeat("x", 10000) })
 			return bd
 		}, ReasonBadSignature},
 		{"signed deployments edited", verifier, func(t *testing.T) *fleet.BundleDeployment {
 			b := signed(t, key)
-			var sig Signature
-			if err := json.Unmarshal([]byte(b.Annotations[names.SignatureAnnotation]), &sig); err != nil {
-				t.Fatal(err)
-			}
 			b.Spec.Helm.Values.Data["image"] = "evil:1"
 			bd := deployment(t, b, "prod")
-			sig.Deployments = append(sig.Deployments, bd.Spec.DeploymentID)
-			raw, _ := json.Marshal(sig)
-			bd.Annotations[names.SignatureAnnotation] = string(raw)
+			editSignature(t, bd, func(sig *Signature) { sig.Deployments = append(sig.Deployments, bd.Spec.DeploymentID) })
 			return bd
 		}, ReasonBadSignature},
 		{"not JSON", verifier, func(t *testing.T) *fleet.BundleDeployment {

@@ -100,7 +100,7 @@ func ParseTrustedKeys(data []byte) (*Verifier, error) {
 		if len(v.keys) == MaxTrustedKeys {
 			return nil, fmt.Errorf("more than %d keys", MaxTrustedKeys)
 		}
-		v.keys[fingerprint(pub)] = pub
+		v.keys[Fingerprint(pub)] = pub
 	}
 	if strings.TrimSpace(string(rest)) != "" {
 		return nil, errors.New("text that is not a PEM block")
@@ -132,10 +132,11 @@ func (v *Verifier) Verify(bd *fleet.BundleDeployment) error {
 	if v.invalid != nil {
 		return &RefusedError{ReasonInvalidTrustedKeys, fmt.Sprintf("this agent's trustedKeys cannot be read (%v): it deploys nothing until they are fixed", v.invalid)}
 	}
-	trusted := strings.Join(v.Keys(), ", ")
+	// Listed in refusals only: a BundleDeployment that passes costs no listing.
+	trusted := func() string { return strings.Join(v.Keys(), ", ") }
 	raw := bd.Annotations[names.SignatureAnnotation]
 	if raw == "" {
-		return &RefusedError{ReasonUnsigned, fmt.Sprintf("the Bundle is not signed, and this cluster deploys only Bundles signed by a trusted key (%s): sign it with `hub bundle sign`", trusted)}
+		return &RefusedError{ReasonUnsigned, fmt.Sprintf("the Bundle is not signed, and this cluster deploys only Bundles signed by a trusted key (%s): sign it with `hub bundle sign`", trusted())}
 	}
 	if len(raw) > MaxSignatureSize {
 		return &RefusedError{ReasonBadSignature, fmt.Sprintf("the Bundle's signature annotation is longer than %d bytes", MaxSignatureSize)}
@@ -146,7 +147,7 @@ func (v *Verifier) Verify(bd *fleet.BundleDeployment) error {
 	}
 	key, ok := v.keys[sig.Key]
 	if !ok {
-		return &RefusedError{ReasonUntrustedKey, fmt.Sprintf("the Bundle is signed by the key %s, which this cluster does not trust (it trusts %s)", sig.Key, trusted)}
+		return &RefusedError{ReasonUntrustedKey, fmt.Sprintf("the Bundle is signed by the key %s, which this cluster does not trust (it trusts %s)", sig.Key, trusted())}
 	}
 	value, err := base64.StdEncoding.DecodeString(sig.Value)
 	if err != nil || !ed25519.Verify(key, payload(bd.Labels[names.BundleNamespaceLabel], bd.Name, sig.Deployments), value) {
