@@ -9,6 +9,7 @@ import (
 	"io"
 	"path"
 	"sort"
+	"strings"
 )
 
 // maxArchiveDepth bounds charts packed inside charts packed inside charts.
@@ -76,4 +77,64 @@ func expand(data []byte, budget *int64, limit int64, depth int) error {
 			return fmt.Errorf("%s: %w", hd.Name, err)
 		}
 	}
+}
+
+// Unpack reads a chart archive (gzip and tar) into its files, keyed by their path
+// inside the archive (the chart's folder included, as "guestbook/Chart.yaml"). The
+// archive comes from outside: its files may expand to at most limit bytes, counting
+// each entry's header; a path that is absolute or leaves the archive, and a link of
+// any kind, are refused rather than followed.
+func Unpack(data []byte, limit int64) (map[string][]byte, error) {
+	zr, err := gzip.NewReader(bytes.NewReader(data))
+	if err != nil {
+		return nil, fmt.Errorf("not a gzip archive: %w", err)
+	}
+	tr := tar.NewReader(zr)
+	files := map[string][]byte{}
+	budget := limit
+	for {
+		hd, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("not a tar archive: %w", err)
+		}
+		if budget -= tarHeaderSize; budget < 0 {
+			return nil, &TooLargeError{What: "the chart archive", Limit: limit}
+		}
+		switch hd.Typeflag {
+		case tar.TypeDir, tar.TypeXGlobalHeader, tar.TypeXHeader:
+			continue
+		case tar.TypeReg:
+		default:
+			return nil, fmt.Errorf("%q is a link or special file; only regular files are read from a chart archive", hd.Name)
+		}
+		name, err := archivePath(hd.Name)
+		if err != nil {
+			return nil, err
+		}
+		var buf bytes.Buffer
+		if err := copyLimited(&buf, tr, &budget, "the chart archive", limit); err != nil {
+			return nil, err
+		}
+		files[name] = buf.Bytes()
+	}
+	if len(files) == 0 {
+		return nil, errors.New("the chart archive holds no files")
+	}
+	return files, nil
+}
+
+// archivePath is name cleaned, or an error when it is absolute, has a Windows drive
+// or separator, or climbs out of the archive.
+func archivePath(name string) (string, error) {
+	if strings.ContainsAny(name, `\:`) || path.IsAbs(name) {
+		return "", fmt.Errorf("%q: chart archives hold relative paths only", name)
+	}
+	clean := path.Clean(name)
+	if clean == "." || clean == ".." || strings.HasPrefix(clean, "../") {
+		return "", fmt.Errorf("%q leaves the chart archive", name)
+	}
+	return clean, nil
 }

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -86,5 +87,36 @@ func FuzzCheckArchives(f *testing.F) {
 	f.Add([]byte("not gzip"))
 	f.Fuzz(func(t *testing.T, archive []byte) {
 		_ = CheckArchives(map[string][]byte{"charts/sub.tgz": archive}, 64<<10)
+	})
+}
+
+// FuzzUnpack: whatever a chart repository serves, Unpack returns files inside the
+// archive within the limit, or an error; it never panics.
+func FuzzUnpack(f *testing.F) {
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(zw)
+	_ = tw.WriteHeader(&tar.Header{Name: "c/Chart.yaml", Mode: 0o644, Size: 8, Typeflag: tar.TypeReg})
+	_, _ = tw.Write([]byte("name: c\n"))
+	_ = tw.Close()
+	_ = zw.Close()
+	f.Add(buf.Bytes())
+	f.Add([]byte{0x1f, 0x8b, 0x08})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		const limit = 1 << 20
+		files, err := Unpack(data, limit)
+		if err != nil {
+			return
+		}
+		var total int64
+		for name, content := range files {
+			if strings.HasPrefix(name, "/") || name == ".." || strings.HasPrefix(name, "../") || strings.Contains(name, "/../") {
+				t.Fatalf("path %q leaves the archive", name)
+			}
+			total += int64(len(content))
+		}
+		if total > limit {
+			t.Fatalf("%d bytes unpacked, limit %d", total, limit)
+		}
 	})
 }

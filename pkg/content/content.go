@@ -52,16 +52,27 @@ func Encode(resources []fleet.BundleResource) (Encoded, error) {
 }
 
 // Gzip is the compressed JSON, the Content's content field.
-func (e Encoded) Gzip() ([]byte, error) {
+func (e Encoded) Gzip() ([]byte, error) { return gzipped(e.raw) }
+
+func gzipped(data []byte) ([]byte, error) {
 	var buf bytes.Buffer
 	zw := gzip.NewWriter(&buf)
-	if _, err := zw.Write(e.raw); err != nil {
+	if _, err := zw.Write(data); err != nil {
 		return nil, err
 	}
 	if err := zw.Close(); err != nil {
 		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+// Base64Gzip encodes data as a Bundle resource of encoding "base64+gz" holds it.
+func Base64Gzip(data []byte) (string, error) {
+	gz, err := gzipped(data)
+	if err != nil {
+		return "", err
+	}
+	return base64.StdEncoding.EncodeToString(gz), nil
 }
 
 // DefaultMaxSize is the default limit on a Bundle's decoded resources (and on a

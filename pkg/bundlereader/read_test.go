@@ -1,0 +1,406 @@
+package bundlereader
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+
+	fleet "github.com/flotilla/flotilla/pkg/apis/fleet.cattle.io/v1alpha1"
+	"github.com/flotilla/flotilla/pkg/content"
+)
+
+// folder writes files (path: content) under a new folder and returns it.
+func folder(t *testing.T, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for name, data := range files {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+func resourceNames(b *fleet.Bundle) []string {
+	var out []string
+	for _, r := range b.Spec.Resources {
+		out = append(out, r.Name)
+	}
+	return out
+}
+
+func TestReadTakesTheFilesFleetTakes(t *testing.T) {
+	dir := folder(t, map[string]string{
+		"fleet.yaml":          "namespace: app\n",
+		"deploy.yaml":         "kind: ConfigMap\n",
+		"README.md":           "# app\n",
+		".hidden.yaml":        "kind: Secret\n",
+		".git/config":         "[core]\n",
+		"sub/.fleetignore":    "*.bak\nskipped/*\n",
+		"sub/keep.yaml":       "kind: Service\n",
+		"sub/old.bak":         "old\n",
+		"sub/skipped/x.yaml":  "kind: Pod\n",
+		"other/skipped/y.yml": "kind: Pod\n",
+		"empty.yaml":          "",
+	})
+	b, err := Read(context.Background(), "app", dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(resourceNames(b), " ")
+	want := "README.md deploy.yaml empty.yaml fleet.yaml other/skipped/y.yml sub/keep.yaml"
+	if got != want {
+		t.Errorf("resources %q, want %q", got, want)
+	}
+	if b.Spec.TargetNamespace != "app" || len(b.Spec.Targets) != 1 || b.Spec.Targets[0].ClusterGroup != "default" {
+		t.Errorf("spec %+v: want namespace app and the default target", b.Spec)
+	}
+}
+
+func TestReadRefusesWhatLeavesTheFolder(t *testing.T) {
+	outside := folder(t, map[string]string{"secret.yaml": "password: hunter2\n"})
+	cases := []struct {
+		name  string
+		setup func(dir string)
+		files map[string]string
+		want  string
+	}{
+		{
+			name: "a link to a file outside",
+			setup: func(dir string) {
+				must(t, os.Symlink(filepath.Join(outside, "secret.yaml"), filepath.Join(dir, "x.yaml")))
+			},
+			want: "outside the folder",
+		},
+		{
+			name: "a relative link climbing out",
+			setup: func(dir string) {
+				must(t, os.Symlink("../../../../../../../../etc/passwd", filepath.Join(dir, "x.yaml")))
+			},
+			want: "outside the folder",
+		},
+		{
+			name:  "a link to a folder",
+			setup: func(dir string) { must(t, os.Symlink(outside, filepath.Join(dir, "linked"))) },
+			want:  "outside the folder",
+		},
+		{
+			name:  "a named pipe, which would block a reader",
+			setup: func(dir string) { must(t, syscall.Mkfifo(filepath.Join(dir, "pipe.yaml"), 0o644)) },
+			want:  "is not a file",
+		},
+		{
+			name:  "values files outside",
+			files: map[string]string{"fleet.yaml": "helm:\n  valuesFiles: [../secret.yaml]\n"},
+			want:  "is not a file of the folder",
+		},
+		{
+			name:  "an absolute values file",
+			files: map[string]string{"fleet.yaml": "helm:\n  valuesFiles: [/etc/passwd]\n"},
+			want:  "is not a file of the folder",
+		},
+		{
+			name:  "a chart folder outside",
+			files: map[string]string{"fleet.yaml": "helm:\n  chart: ../chart\n"},
+			want:  "leaves the folder",
+		},
+		{
+			name:  "a chart that is a local path, not a URL",
+			files: map[string]string{"fleet.yaml": "helm:\n  chart: /etc\n"},
+			want:  "leaves the folder",
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			files := tc.files
+			if files == nil {
+				files = map[string]string{"fleet.yaml": "{}\n"}
+			}
+			dir := folder(t, files)
+			if tc.setup != nil {
+				tc.setup(dir)
+			}
+			_, err := Read(context.Background(), "x", dir, Options{})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want one saying %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestReadFollowsLinksInsideTheFolder(t *testing.T) {
+	dir := folder(t, map[string]string{"base/cm.yaml": "kind: ConfigMap\n"})
+	must(t, os.Symlink("base/cm.yaml", filepath.Join(dir, "cm.yaml")))
+	b, err := Read(context.Background(), "x", dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(resourceNames(b), " "); got != "base/cm.yaml cm.yaml" {
+		t.Errorf("resources %q", got)
+	}
+}
+
+func TestReadIsBounded(t *testing.T) {
+	dir := folder(t, map[string]string{"big.yaml": strings.Repeat("x", 4096)})
+	_, err := Read(context.Background(), "x", dir, Options{MaxSize: 1024})
+	var tooLarge *content.TooLargeError
+	if !errors.As(err, &tooLarge) {
+		t.Fatalf("error %v, want a TooLargeError", err)
+	}
+}
+
+func TestFleetYAMLWithAnUnknownFieldIsRefused(t *testing.T) {
+	dir := folder(t, map[string]string{"fleet.yaml": "helm:\n  chart: x\n  releasName: typo\n"})
+	_, err := Read(context.Background(), "x", dir, Options{})
+	if err == nil || !strings.Contains(err.Error(), "releasName") {
+		t.Fatalf("error %v, want one naming releasName", err)
+	}
+}
+
+func TestFleetYAMLOptionsBecomeTheBundles(t *testing.T) {
+	dir := folder(t, map[string]string{
+		"fleet.yaml": `name: custom
+labels: {team: a}
+defaultNamespace: apps
+helm:
+  releaseName: web
+  values: {replicas: 1, image: {tag: v1}}
+  valuesFiles: [values-prod.yaml]
+targetCustomizations:
+- clusterSelector: {matchLabels: {env: prod}}
+  helm: {values: {replicas: 3}}
+- name: dev
+  clusterSelector: {matchLabels: {env: dev}}
+`,
+		"values-prod.yaml": "image: {tag: v2}\n",
+		"cm.yaml":          "kind: ConfigMap\n",
+	})
+	b, err := Read(context.Background(), "folder-name", dir, Options{Labels: map[string]string{"source": "cli"}, TargetNamespace: "forced"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Name != "custom" || b.Labels["team"] != "a" || b.Labels["source"] != "cli" {
+		t.Errorf("metadata %+v", b.ObjectMeta)
+	}
+	values, _ := yaml.Marshal(b.Spec.Helm.Values.Data)
+	if string(values) != "image:\n  tag: v2\nreplicas: 1\n" {
+		t.Errorf("values %s: the values file should win over values", values)
+	}
+	if len(b.Spec.Targets) != 2 || b.Spec.Targets[0].Name != "target000" || b.Spec.Targets[1].Name != "dev" {
+		t.Errorf("targets %+v", b.Spec.Targets)
+	}
+	if b.Spec.TargetNamespace != "forced" || b.Spec.Targets[0].TargetNamespace != "forced" {
+		t.Errorf("--target-namespace not applied to the Bundle and its targets")
+	}
+}
+
+func TestOverrideTargetsReplaceTheCallers(t *testing.T) {
+	dir := folder(t, map[string]string{
+		"fleet.yaml": "overrideTargets:\n- clusterName: only-this\n",
+		"cm.yaml":    "kind: ConfigMap\n",
+	})
+	b, err := Read(context.Background(), "x", dir, Options{Targets: []fleet.BundleTarget{{ClusterGroup: "all"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b.Spec.Targets) != 1 || b.Spec.Targets[0].ClusterName != "only-this" || len(b.Spec.TargetRestrictions) != 1 {
+		t.Errorf("targets %+v, restrictions %+v", b.Spec.Targets, b.Spec.TargetRestrictions)
+	}
+}
+
+func TestFindsTheFoldersFleetFinds(t *testing.T) {
+	dir := folder(t, map[string]string{
+		"a/fleet.yaml":         "{}\n",
+		"a/b/fleet.yaml":       "{}\n",
+		"a/b/c/cm.yaml":        "kind: ConfigMap\n",
+		".hidden/fleet.yaml":   "{}\n",
+		"charts/x/fleet.yaml":  "{}\n",
+		"charts/README.md":     "",
+		"loose/deploy.yaml":    "kind: Deployment\n",
+		"withyaml/fleet.yml":   "{}\n",
+		"withyaml/nested.yaml": "kind: Pod\n",
+	})
+	t.Chdir(dir)
+	found, err := Find("repo", ".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, f := range found {
+		got = append(got, f.Path+"="+f.Name)
+	}
+	want := "a=repo-a a/b=repo-a-b charts/x=repo-charts-x withyaml=repo-withyaml"
+	// The root has loose manifests (loose/deploy.yaml, not under a fleet.yaml).
+	want = ".=repo " + want
+	if strings.Join(got, " ") != want {
+		t.Errorf("found %q, want %q", strings.Join(got, " "), want)
+	}
+}
+
+// chartArchive packs entries (name: content; a "->" content makes a link) as a chart.
+func chartArchive(t *testing.T, entries map[string]string) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(zw)
+	for name, data := range entries {
+		hd := &tar.Header{Name: name, Mode: 0o644, Size: int64(len(data)), Typeflag: tar.TypeReg}
+		if target, ok := strings.CutPrefix(data, "->"); ok {
+			hd = &tar.Header{Name: name, Linkname: target, Typeflag: tar.TypeSymlink}
+		}
+		must(t, tw.WriteHeader(hd))
+		if hd.Typeflag == tar.TypeReg {
+			_, err := tw.Write([]byte(data))
+			must(t, err)
+		}
+	}
+	must(t, tw.Close())
+	must(t, zw.Close())
+	return buf.Bytes()
+}
+
+func TestChartArchivesCannotEscapeOrExplode(t *testing.T) {
+	bomb := func() []byte {
+		var buf bytes.Buffer
+		zw := gzip.NewWriter(&buf)
+		tw := tar.NewWriter(zw)
+		const size = 200 << 20
+		must(t, tw.WriteHeader(&tar.Header{Name: "c/templates/big.yaml", Mode: 0o644, Size: size, Typeflag: tar.TypeReg}))
+		zeros := make([]byte, 1<<20)
+		for i := 0; i < size/len(zeros); i++ {
+			_, err := tw.Write(zeros)
+			must(t, err)
+		}
+		must(t, tw.Close())
+		must(t, zw.Close())
+		return buf.Bytes()
+	}()
+	cases := map[string]struct {
+		archive []byte
+		want    string
+	}{
+		"a path climbing out": {chartArchive(t, map[string]string{"c/Chart.yaml": "name: c\n", "../../x.yaml": "x"}), "leaves the chart archive"},
+		"an absolute path":    {chartArchive(t, map[string]string{"/etc/cron.d/x": "x"}), "relative paths only"},
+		"a link":              {chartArchive(t, map[string]string{"c/Chart.yaml": "name: c\n", "c/values.yaml": "->/etc/passwd"}), "link"},
+		"a gzip bomb":         {bomb, "decodes to more than"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write(tc.archive) }))
+			defer srv.Close()
+			dir := folder(t, map[string]string{"fleet.yaml": "helm:\n  chart: " + srv.URL + "/c.tgz\n"})
+			_, err := Read(context.Background(), "x", dir, Options{MaxSize: 8 << 20})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want one saying %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestCredentialsGoOnlyWhereAllowed(t *testing.T) {
+	archive := chartArchive(t, map[string]string{"c/Chart.yaml": "apiVersion: v2\nname: c\nversion: 1.0.0\n"})
+	var sawAuth []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		user, pass, ok := r.BasicAuth()
+		sawAuth = append(sawAuth, r.URL.Path+":"+user+":"+pass)
+		if !ok || user != "u" || pass != "p" {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		_, _ = w.Write(archive)
+	}))
+	defer srv.Close()
+	dir := folder(t, map[string]string{"fleet.yaml": "helm:\n  chart: " + srv.URL + "/private/c.tgz\n"})
+
+	allowed, err := AllowCredentials(regexpQuote(srv.URL + "/private/"))
+	must(t, err)
+	b, err := Read(context.Background(), "x", dir, Options{Auth: Auth{Username: "u", Password: "p", SendCredentialsTo: allowed}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(strings.Join(resourceNames(b), " "), "/c/Chart.yaml") {
+		t.Errorf("resources %v: want the downloaded chart", resourceNames(b))
+	}
+
+	elsewhere, err := AllowCredentials(regexpQuote("https://charts.example.com/"))
+	must(t, err)
+	sawAuth = nil
+	_, err = Read(context.Background(), "x", dir, Options{Auth: Auth{Username: "u", Password: "p", SendCredentialsTo: elsewhere}})
+	if err == nil || !strings.Contains(err.Error(), "credentials were not sent") {
+		t.Fatalf("error %v, want the download refused, saying why", err)
+	}
+	if len(sawAuth) != 1 || sawAuth[0] != "/private/c.tgz::" {
+		t.Errorf("the server saw %q: credentials must not be sent to a URL the pattern does not allow", sawAuth)
+	}
+}
+
+func regexpQuote(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if strings.ContainsRune(`\.+*?()|[]{}^$`, r) {
+			b.WriteRune('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+func TestPickTag(t *testing.T) {
+	tags := []string{"1.0.0", "1.2.0", "1.10.0", "2.0.0-rc.1", "104.1.0_up57.0.3", "latest"}
+	cases := []struct{ version, want, err string }{
+		{"", "104.1.0_up57.0.3", ""},
+		{"1.2.0", "1.2.0", ""},
+		{"^1.0", "1.10.0", ""},
+		{"~1.2", "1.2.0", ""},
+		{"104.1.0+up57.0.3", "104.1.0_up57.0.3", ""},
+		{"latest", "latest", ""},
+		{">=200", "", "no tag matches"},
+		{"not a version", "", "neither a tag"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.version, func(t *testing.T) {
+			got, err := pickTag(tags, tc.version)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("pickTag(%q) = %q, %v; want an error saying %q", tc.version, got, err, tc.err)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Fatalf("pickTag(%q) = %q, %v; want %q", tc.version, got, err, tc.want)
+			}
+		})
+	}
+}
+
+// FuzzParseFleetYAML: any fleet.yaml parses or is refused with an error; never a panic.
+func FuzzParseFleetYAML(f *testing.F) {
+	f.Add([]byte("namespace: x\nhelm:\n  values: {a: 1}\ntargetCustomizations:\n- name: dev\n"))
+	f.Add([]byte("{"))
+	f.Add([]byte("helm: [1, 2]\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		_, _ = ParseFleetYAML(data)
+	})
+}

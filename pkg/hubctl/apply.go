@@ -1,0 +1,228 @@
+package hubctl
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"sigs.k8s.io/yaml"
+
+	fleet "github.com/flotilla/flotilla/pkg/apis/fleet.cattle.io/v1alpha1"
+	"github.com/flotilla/flotilla/pkg/bundlereader"
+	"github.com/flotilla/flotilla/pkg/generated/clientset/versioned"
+)
+
+// RepoLabel names, on a Bundle, the NAME of the `hub apply` (or GitRepo) that made
+// it; such Bundles that the folders no longer give are deleted by the next apply.
+const RepoLabel = "fleet.cattle.io/repo-name"
+
+// CommitLabel records the commit a Bundle was made from.
+const CommitLabel = "fleet.cattle.io/commit"
+
+// ApplyOptions are the options of `hub apply`.
+type ApplyOptions struct {
+	// Name is the prefix of the Bundles' names.
+	Name string
+	// Dirs are the folders (or globs of folders) to read; default ".".
+	Dirs []string
+	// Namespace is the workspace the Bundles go to.
+	Namespace string
+	// Output, if set, receives the Bundles as YAML instead of the hub.
+	Output io.Writer
+	// Read is what every Bundle gets besides what its folder says.
+	Read bundlereader.Options
+	// Log receives one line per Bundle written.
+	Log io.Writer
+}
+
+// ReadBundles makes the Bundles of the folders opts names, in the order they are found.
+func ReadBundles(ctx context.Context, opts ApplyOptions) ([]*fleet.Bundle, error) {
+	dirs := opts.Dirs
+	if len(dirs) == 0 {
+		dirs = []string{"."}
+	}
+	var bundles []*fleet.Bundle
+	for _, pattern := range dirs {
+		matches, err := globDirs(pattern)
+		if err != nil {
+			return nil, err
+		}
+		for _, root := range matches {
+			folders, err := bundlereader.Find(opts.Name, root)
+			if err != nil {
+				return nil, err
+			}
+			for _, f := range folders {
+				b, err := bundlereader.Read(ctx, f.Name, f.Path, opts.Read)
+				if err != nil {
+					return nil, err
+				}
+				if len(b.Spec.Resources) == 0 {
+					fmt.Fprintf(logTo(opts.Log), "%s: no resources to deploy; no Bundle made\n", f.Path)
+					continue
+				}
+				b.Namespace = opts.Namespace
+				bundles = append(bundles, b)
+			}
+		}
+	}
+	if len(bundles) == 0 {
+		return nil, fmt.Errorf("no resources to deploy in %s", strings.Join(dirs, ", "))
+	}
+	return bundles, nil
+}
+
+func logTo(w io.Writer) io.Writer {
+	if w == nil {
+		return os.Stderr
+	}
+	return w
+}
+
+// globDirs lists the folders pattern matches, relative ones as they are.
+func globDirs(pattern string) ([]string, error) {
+	matches, err := filepath.Glob(pattern)
+	if err != nil {
+		return nil, fmt.Errorf("path %q: %w", pattern, err)
+	}
+	var dirs []string
+	for _, m := range matches {
+		if fi, err := os.Stat(m); err == nil && fi.IsDir() {
+			dirs = append(dirs, m)
+		}
+	}
+	if len(dirs) == 0 {
+		return nil, fmt.Errorf("path %q: no such folder", pattern)
+	}
+	return dirs, nil
+}
+
+// Apply makes the Bundles of the folders and writes them to opts.Output, or creates
+// or updates them on the hub (and deletes those of an earlier apply of the same
+// NAME, labelled with RepoLabel, that the folders no longer give).
+func Apply(ctx context.Context, client versioned.Interface, opts ApplyOptions) error {
+	bundles, err := ReadBundles(ctx, opts)
+	if err != nil {
+		return err
+	}
+	if opts.Output != nil {
+		return WriteBundles(opts.Output, bundles)
+	}
+	keep := map[string]bool{}
+	for _, b := range bundles {
+		if err := saveBundle(ctx, client, b, logTo(opts.Log)); err != nil {
+			return err
+		}
+		keep[b.Name] = true
+	}
+	return prune(ctx, client, opts, keep)
+}
+
+// WriteBundles writes bundles as YAML documents.
+func WriteBundles(w io.Writer, bundles []*fleet.Bundle) error {
+	for i, b := range bundles {
+		data, err := bundleYAML(b)
+		if err != nil {
+			return err
+		}
+		if i > 0 {
+			if _, err := io.WriteString(w, "---\n"); err != nil {
+				return err
+			}
+		}
+		if _, err := w.Write(data); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// bundleYAML is b as YAML, without status (which only the hub writes) or an empty
+// creation time.
+func bundleYAML(b *fleet.Bundle) ([]byte, error) {
+	js, err := json.Marshal(b)
+	if err != nil {
+		return nil, err
+	}
+	var obj map[string]interface{}
+	if err := json.Unmarshal(js, &obj); err != nil {
+		return nil, err
+	}
+	delete(obj, "status")
+	if meta, ok := obj["metadata"].(map[string]interface{}); ok && meta["creationTimestamp"] == nil {
+		delete(meta, "creationTimestamp")
+	}
+	return yaml.Marshal(obj)
+}
+
+// saveBundle creates b, or replaces the spec of the Bundle of that name and adds
+// b's labels and annotations to it.
+func saveBundle(ctx context.Context, client versioned.Interface, b *fleet.Bundle, log io.Writer) error {
+	bundles := client.FleetV1alpha1().Bundles(b.Namespace)
+	existing, err := bundles.Get(ctx, b.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		if _, err := bundles.Create(ctx, b, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("creating Bundle %s/%s: %w", b.Namespace, b.Name, err)
+		}
+		fmt.Fprintf(log, "created: %s/%s\n", b.Namespace, b.Name)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reading Bundle %s/%s: %w", b.Namespace, b.Name, err)
+	}
+	updated := existing.DeepCopy()
+	updated.Spec = b.Spec
+	updated.Labels = mergeStrings(updated.Labels, b.Labels)
+	updated.Annotations = mergeStrings(updated.Annotations, b.Annotations)
+	if _, err := bundles.Update(ctx, updated, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("updating Bundle %s/%s: %w", b.Namespace, b.Name, err)
+	}
+	fmt.Fprintf(log, "updated: %s/%s\n", b.Namespace, b.Name)
+	return nil
+}
+
+func mergeStrings(into, from map[string]string) map[string]string {
+	if len(from) == 0 {
+		return into
+	}
+	if into == nil {
+		into = map[string]string{}
+	}
+	for k, v := range from {
+		into[k] = v
+	}
+	return into
+}
+
+// prune deletes the Bundles an earlier apply of the same NAME made (RepoLabel) that
+// are not in keep.
+func prune(ctx context.Context, client versioned.Interface, opts ApplyOptions, keep map[string]bool) error {
+	if opts.Name == "" {
+		return nil
+	}
+	bundles := client.FleetV1alpha1().Bundles(opts.Namespace)
+	list, err := bundles.List(ctx, metav1.ListOptions{LabelSelector: labels.Set{RepoLabel: opts.Name}.String()})
+	if err != nil {
+		return fmt.Errorf("listing the Bundles of %s: %w", opts.Name, err)
+	}
+	var errs []error
+	for _, b := range list.Items {
+		if keep[b.Name] {
+			continue
+		}
+		if err := bundles.Delete(ctx, b.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("deleting Bundle %s/%s: %w", b.Namespace, b.Name, err))
+			continue
+		}
+		fmt.Fprintf(logTo(opts.Log), "deleted: %s/%s (no longer in the folders)\n", b.Namespace, b.Name)
+	}
+	return errors.Join(errs...)
+}
