@@ -154,3 +154,32 @@ func outputFile(path string, stdout io.Writer) (io.Writer, func(), error) {
 	}
 	return file, func() { _ = file.Close() }, nil
 }
+
+func newTestCommand() *cobra.Command {
+	opts := hubctl.TestOptions{}
+	cmd := &cobra.Command{
+		Use:   "test [DIR]",
+		Short: "Print the manifests a cluster would get from a folder with a fleet.yaml (as fleet test does)",
+		Long: `Reads the folder (default: the current one) as hub apply does, finds the target that
+matches a cluster with the given name, labels and cluster group, and prints the manifests
+that cluster would get, rendered by the code the agent deploys with (Helm, kustomize,
+overlays). Which target matched is printed to standard error.`,
+		Example: `  hub test ./my-app -l env=prod`,
+		Args:    cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				opts.Dir = args[0]
+			}
+			return hubctl.Test(signals.Context(), opts, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringToStringVarP(&opts.ClusterLabels, "label", "l", nil, "labels of the cluster, KEY=VALUE")
+	fl.StringVar(&opts.ClusterName, "name", "test", "name of the cluster")
+	fl.StringVarP(&opts.Group, "group", "g", "default", "cluster group the cluster is in")
+	fl.StringToStringVar(&opts.GroupLabels, "group-label", nil, "labels of that cluster group, KEY=VALUE")
+	fl.StringVarP(&opts.Target, "target", "t", "", "render this target, whatever matches")
+	fl.StringVarP(&opts.BundleFile, "bundle-file", "b", "", "a Bundle's YAML to render instead of a folder")
+	fl.BoolVarP(&opts.Quiet, "quiet", "q", false, "print only which target matched")
+	return cmd
+}

@@ -17,14 +17,15 @@ import (
 
 	"github.com/sirupsen/logrus"
 	"helm.sh/helm/v3/pkg/action"
-	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/storage/driver"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
@@ -39,6 +40,7 @@ import (
 	"github.com/flotilla/flotilla/pkg/metrics"
 	"github.com/flotilla/flotilla/pkg/names"
 	"github.com/flotilla/flotilla/pkg/registration"
+	"github.com/flotilla/flotilla/pkg/render"
 	"github.com/flotilla/flotilla/pkg/signing"
 	"github.com/flotilla/flotilla/pkg/target"
 )
@@ -244,22 +246,7 @@ func (d *Deployer) release(bd *fleet.BundleDeployment) (string, string) {
 	if d.isAgent(bd) {
 		return d.AgentNamespace, names.AgentRelease
 	}
-	opts := bd.Spec.Options
-	ns := opts.TargetNamespace
-	if ns == "" {
-		ns = opts.DefaultNamespace
-	}
-	if ns == "" {
-		ns = "default"
-	}
-	name := ""
-	if opts.Helm != nil {
-		name = opts.Helm.ReleaseName
-	}
-	if name == "" {
-		name = names.ReleaseName(bd.Name)
-	}
-	return ns, name
+	return render.ReleaseNamespace(bd.Spec.Options), render.ReleaseName(bd.Spec.Options, bd.Name)
 }
 
 // isAgent says whether bd is this cluster's agent bundle, which deploys the agent's
@@ -427,18 +414,16 @@ func (d *Deployer) deploy(cfg *action.Configuration, bd *fleet.BundleDeployment,
 		return nil, err
 	}
 	opts := bd.Spec.Options
-	chrt, err := Chart(files, opts, name)
-	if err != nil {
-		return nil, err
-	}
 	extra, err := d.valuesFrom(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
-	values, err := Values(files, opts, extra)
+	r, err := render.New(files, opts, name, extra)
 	if err != nil {
 		return nil, err
 	}
+	r.PostRenderer.ClusterScoped = clusterScoped(cfg)
+	values := r.Values
 	if err := d.invalidateDiscovery(cfg); err != nil {
 		return nil, err
 	}
@@ -446,7 +431,7 @@ func (d *Deployer) deploy(cfg *action.Configuration, bd *fleet.BundleDeployment,
 	last, err := cfg.Releases.Last(name)
 	switch {
 	case errors.Is(err, driver.ErrReleaseNotFound):
-		return d.install(ctx, cfg, bd, ns, name, chrt, values)
+		return d.install(ctx, cfg, bd, ns, name, r, values)
 	case err != nil:
 		return nil, fmt.Errorf("reading release %s/%s: %w", ns, name, err)
 	}
@@ -477,14 +462,15 @@ func (d *Deployer) deploy(cfg *action.Configuration, bd *fleet.BundleDeployment,
 	up.EnableDNS = !helm.DisableDNS
 	up.MaxHistory = maxHistory(helm)
 	up.Labels = releaseLabels(bd)
-	rel, err := up.RunWithContext(ctx, name, chrt, values)
+	up.PostRenderer = r.PostRenderer
+	rel, err := up.RunWithContext(ctx, name, r.Chart, values)
 	if err != nil {
 		return nil, fmt.Errorf("upgrading release %s/%s: %w", ns, name, err)
 	}
 	return rel, nil
 }
 
-func (d *Deployer) install(ctx context.Context, cfg *action.Configuration, bd *fleet.BundleDeployment, ns, name string, chrt *chart.Chart, values map[string]interface{}) (*release.Release, error) {
+func (d *Deployer) install(ctx context.Context, cfg *action.Configuration, bd *fleet.BundleDeployment, ns, name string, r *render.Release, values map[string]interface{}) (*release.Release, error) {
 	helm := helmOptions(bd.Spec.Options)
 	in := action.NewInstall(cfg)
 	in.ReleaseName = name
@@ -498,10 +484,11 @@ func (d *Deployer) install(ctx context.Context, cfg *action.Configuration, bd *f
 	in.SkipSchemaValidation = helm.SkipSchemaValidation
 	in.EnableDNS = !helm.DisableDNS
 	in.Labels = releaseLabels(bd)
+	in.PostRenderer = r.PostRenderer
 	if err := d.ensureNamespace(ctx, ns, bd.Spec.Options); err != nil {
 		return nil, err
 	}
-	rel, err := in.RunWithContext(ctx, chrt, values)
+	rel, err := in.RunWithContext(ctx, r.Chart, values)
 	if err != nil {
 		return nil, fmt.Errorf("installing release %s/%s: %w", ns, name, err)
 	}
@@ -666,6 +653,25 @@ func (d *Deployer) config(namespace string) (*action.Configuration, error) {
 	}
 	d.configs[namespace] = cfg
 	return cfg, nil
+}
+
+// clusterScoped says, from the downstream cluster's API, whether objects of a kind
+// are cluster-scoped.
+func clusterScoped(cfg *action.Configuration) func(schema.GroupVersionKind) (bool, error) {
+	return func(gvk schema.GroupVersionKind) (bool, error) {
+		if cfg.RESTClientGetter == nil {
+			return false, nil
+		}
+		mapper, err := cfg.RESTClientGetter.ToRESTMapper()
+		if err != nil {
+			return false, err
+		}
+		mapping, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err != nil {
+			return false, fmt.Errorf("%s: %w", gvk, err)
+		}
+		return mapping.Scope.Name() == meta.RESTScopeNameRoot, nil
+	}
 }
 
 // invalidateDiscovery forgets cached API resources: a bundle may have added CRDs.
