@@ -126,5 +126,9 @@ func testTarget(b *fleet.Bundle, opts TestOptions) (string, fleet.BundleDeployme
 	if len(matched) == 0 {
 		return "", fleet.BundleDeploymentOptions{}, errors.New("no target of the Bundle matches this cluster")
 	}
-	return matched[0].TargetName, matched[0].Options, nil
+	options, err := target.Template(matched[0].Options, cluster)
+	if err != nil {
+		return "", fleet.BundleDeploymentOptions{}, err
+	}
+	return matched[0].TargetName, options, nil
 }

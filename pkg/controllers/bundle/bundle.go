@@ -237,6 +237,10 @@ const reasonContentNotFound = "ContentNotFound"
 // to more than --max-bundle-size.
 const reasonContentTooLarge = "ContentTooLarge"
 
+// reasonInvalidTemplate is the Processed reason of a Bundle whose ${ } templated Helm
+// values cannot be resolved for a cluster it targets.
+const reasonInvalidTemplate = "InvalidTemplate"
+
 // contentRef is the Content a Bundle deploys.
 type contentRef struct {
 	name, sha256 string
@@ -343,6 +347,11 @@ func (h *handler) deploy(bundle *fleet.Bundle, status *fleet.BundleStatus, log l
 	wants := make([]*fleet.BundleDeployment, len(targets))
 	haves := make([]*fleet.BundleDeployment, len(targets))
 	for i, t := range targets {
+		templated, err := target.Template(t.Options, t.Cluster)
+		if err != nil {
+			return nil, &refusal{reasonInvalidTemplate, fmt.Errorf("for Cluster %s: %w", t.Cluster.Name, err)}
+		}
+		t.Options = templated
 		want, err := desired(bundle, t, ref.name)
 		if err != nil {
 			return nil, &refusal{"InvalidOptions", err}

@@ -225,13 +225,18 @@ type HelmOptions struct {
 	// +optional
 	// +nullable
 	ValuesFiles []string `json:"valuesFiles,omitempty"`
+	// TemplateValues are values whose text is a ${ } template, resolved for each
+	// cluster (unless DisablePreProcess) and read as YAML; each sets the value of its key.
+	// +optional
+	// +nullable
+	TemplateValues map[string]string `json:"templateValues,omitempty"`
 	// WaitForJobs waits for Jobs to complete, within TimeoutSeconds.
 	// +optional
 	WaitForJobs bool `json:"waitForJobs,omitempty"`
 	// Atomic rolls back a failed upgrade.
 	// +optional
 	Atomic bool `json:"atomic,omitempty"`
-	// DisablePreProcess turns off templating of values.
+	// DisablePreProcess turns off the ${ } templating of values and templateValues.
 	// +optional
 	DisablePreProcess bool `json:"disablePreProcess,omitempty"`
 	// DisableDNS turns off DNS lookups in templates.

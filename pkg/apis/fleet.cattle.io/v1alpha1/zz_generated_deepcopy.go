@@ -1221,6 +1221,13 @@ func (in *HelmOptions) DeepCopyInto(out *HelmOptions) {
 		*out = make([]string, len(*in))
 		copy(*out, *in)
 	}
+	if in.TemplateValues != nil {
+		in, out := &in.TemplateValues, &out.TemplateValues
+		*out = make(map[string]string, len(*in))
+		for key, val := range *in {
+			(*out)[key] = val
+		}
+	}
 	return
 }
 

@@ -50,11 +50,14 @@ type HelmOptionsApplyConfiguration struct {
 	MaxHistory *int `json:"maxHistory,omitempty"`
 	// ValuesFiles are files in the Bundle's resources to read values from.
 	ValuesFiles []string `json:"valuesFiles,omitempty"`
+	// TemplateValues are values whose text is a ${ } template, resolved for each
+	// cluster (unless DisablePreProcess) and read as YAML; each sets the value of its key.
+	TemplateValues map[string]string `json:"templateValues,omitempty"`
 	// WaitForJobs waits for Jobs to complete, within TimeoutSeconds.
 	WaitForJobs *bool `json:"waitForJobs,omitempty"`
 	// Atomic rolls back a failed upgrade.
 	Atomic *bool `json:"atomic,omitempty"`
-	// DisablePreProcess turns off templating of values.
+	// DisablePreProcess turns off the ${ } templating of values and templateValues.
 	DisablePreProcess *bool `json:"disablePreProcess,omitempty"`
 	// DisableDNS turns off DNS lookups in templates.
 	DisableDNS *bool `json:"disableDNS,omitempty"`
@@ -159,6 +162,20 @@ func (b *HelmOptionsApplyConfiguration) WithMaxHistory(value int) *HelmOptionsAp
 func (b *HelmOptionsApplyConfiguration) WithValuesFiles(values ...string) *HelmOptionsApplyConfiguration {
 	for i := range values {
 		b.ValuesFiles = append(b.ValuesFiles, values[i])
+	}
+	return b
+}
+
+// WithTemplateValues puts the entries into the TemplateValues field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, the entries provided by each call will be put on the TemplateValues field,
+// overwriting an existing map entries in TemplateValues field with the same key.
+func (b *HelmOptionsApplyConfiguration) WithTemplateValues(entries map[string]string) *HelmOptionsApplyConfiguration {
+	if b.TemplateValues == nil && len(entries) > 0 {
+		b.TemplateValues = make(map[string]string, len(entries))
+	}
+	for k, v := range entries {
+		b.TemplateValues[k] = v
 	}
 	return b
 }
