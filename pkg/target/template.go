@@ -34,7 +34,7 @@ const (
 // always give the same result for the same input. It returns new options.
 func Template(options fleet.BundleDeploymentOptions, cluster *fleet.Cluster) (fleet.BundleDeploymentOptions, error) {
 	h := options.Helm
-	if h == nil || ((h.Values == nil || len(h.Values.Data) == 0) && len(h.TemplateValues) == 0) {
+	if h == nil || len(h.TemplateValues) == 0 && (h.Values == nil || !dependsOnCluster(h.Values.Data)) {
 		return options, nil
 	}
 	out := *options.DeepCopy()
@@ -118,14 +118,46 @@ func labelValues(values map[string]interface{}, labels map[string]string, depth 
 	return nil
 }
 
+// hasTemplate says whether a key or a string in v holds "${".
+func hasTemplate(v interface{}) bool { return anyString(v, isTemplate) }
+
+// dependsOnCluster says whether values hold a template or a cluster label value:
+// most hold neither, and are used as they are.
+func dependsOnCluster(values map[string]interface{}) bool {
+	return anyString(values, func(s string) bool { return isTemplate(s) || strings.HasPrefix(s, clusterLabelPrefix) })
+}
+
+func isTemplate(s string) bool { return strings.Contains(s, "${") }
+
+// anyString says whether f holds for a key or a string in v.
+func anyString(v interface{}, f func(string) bool) bool {
+	switch x := v.(type) {
+	case string:
+		return f(x)
+	case map[string]interface{}:
+		for k, e := range x {
+			if f(k) || anyString(e, f) {
+				return true
+			}
+		}
+	case []interface{}:
+		for _, e := range x {
+			if anyString(e, f) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // renderValues executes values, as YAML, as one template.
 func renderValues(values map[string]interface{}, context map[string]interface{}) (map[string]interface{}, error) {
+	if !hasTemplate(values) {
+		return values, nil
+	}
 	data, err := yaml.Marshal(values)
 	if err != nil {
 		return nil, err
-	}
-	if !bytes.Contains(data, []byte("${")) {
-		return values, nil
 	}
 	text, err := execute("helm.values", string(data), context)
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 
@@ -61,6 +62,8 @@ type handler struct {
 	clusters    fleetcontrollers.ClusterCache
 	groups      fleetcontrollers.ClusterGroupCache
 	events      record.EventRecorder
+	// secrets reads the values Secrets of Bundles with spec.valuesHash.
+	secrets typedcorev1.SecretsGetter
 
 	// seen remembers what of each cluster targeting depends on, so that a heartbeat
 	// (a status change) does not make every Bundle of the workspace look again.
@@ -97,12 +100,12 @@ func (m measurement) holdsFor(bundle *fleet.Bundle) bool {
 // BundleDeployments for changes that affect them.
 func Register(ctx context.Context, settings Settings, bundles fleetcontrollers.BundleController, deployments fleetcontrollers.BundleDeploymentController,
 	contents fleetcontrollers.ContentController, clusters fleetcontrollers.ClusterController, groups fleetcontrollers.ClusterGroupController,
-	events record.EventRecorder) {
+	secrets typedcorev1.SecretsGetter, events record.EventRecorder) {
 	if settings.MaxSize <= 0 {
 		settings.MaxSize = content.DefaultMaxSize
 	}
 	h := &handler{settings: settings, bundles: bundles, deployments: deployments, contents: contents, clusters: clusters.Cache(), groups: groups.Cache(),
-		events: events, seen: map[string]string{}, patches: statuspatch.Limiter{First: statuspatch.NewObjectWait}}
+		secrets: secrets, events: events, seen: map[string]string{}, patches: statuspatch.Limiter{First: statuspatch.NewObjectWait}}
 	AddIndexers(deployments.Cache())
 	bundles.Cache().AddIndexer(byTargetName, func(b *fleet.Bundle) ([]string, error) {
 		var keys []string
@@ -178,6 +181,9 @@ func (h *handler) onChange(key string, bundle *fleet.Bundle) (*fleet.Bundle, err
 	switch {
 	case errors.As(err, &refused):
 		// Bad input: say so where the user looks and wait for the Bundle to change.
+		if refused.reason == reasonValuesSecretNotFound || refused.reason == reasonValuesSecretMismatch {
+			h.bundles.EnqueueAfter(bundle.Namespace, bundle.Name, valuesRetry)
+		}
 		if conditions.Set(&status.Conditions, fleet.ConditionProcessed, corev1.ConditionFalse, refused.reason, refused.Error()) {
 			h.events.Event(bundle, corev1.EventTypeWarning, refused.reason, refused.Error())
 		}
@@ -307,8 +313,27 @@ func measure(bundle *fleet.Bundle, maxSize int64) (contentRef, error) {
 	return contentRef{name: encoded.Name, sha256: encoded.SHA256, inline: &encoded}, nil
 }
 
+// withValues puts back the values of a Bundle that keeps them in a Secret.
+func (h *handler) withValues(bundle *fleet.Bundle) (*fleet.Bundle, error) {
+	if bundle.Spec.ValuesHash == "" {
+		return bundle, nil
+	}
+	secret, err := h.secrets.Secrets(bundle.Namespace).Get(context.Background(), bundle.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		secret = nil
+	case err != nil:
+		return nil, fmt.Errorf("reading the values Secret %s/%s: %w", bundle.Namespace, bundle.Name, err)
+	}
+	return withValues(bundle, secret)
+}
+
 // deploy writes the Content and the BundleDeployments and returns the latter.
 func (h *handler) deploy(bundle *fleet.Bundle, status *fleet.BundleStatus, log logrus.FieldLogger) ([]*fleet.BundleDeployment, error) {
+	bundle, err := h.withValues(bundle)
+	if err != nil {
+		return nil, err
+	}
 	ref, err := h.contentOf(bundle)
 	if err != nil {
 		return nil, err
