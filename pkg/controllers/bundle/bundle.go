@@ -330,6 +330,9 @@ func (h *handler) withValues(bundle *fleet.Bundle) (*fleet.Bundle, error) {
 
 // deploy writes the Content and the BundleDeployments and returns the latter.
 func (h *handler) deploy(bundle *fleet.Bundle, status *fleet.BundleStatus, log logrus.FieldLogger) ([]*fleet.BundleDeployment, error) {
+	if err := unsupported(&bundle.Spec); err != nil {
+		return nil, &refusal{reasonUnsupported, err}
+	}
 	bundle, err := h.withValues(bundle)
 	if err != nil {
 		return nil, err
