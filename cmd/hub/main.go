@@ -237,7 +237,7 @@ to try Flotilla on one machine.`,
 	cp.register(cmd, defaultDataDir("flotilla-downstream"), 6444)
 	cmd.Flags().BoolVar(&identities, "identity-authorizer", true, "authorize Flotilla cluster identities in the API server, as the hub's embedded control plane does, so that a hub run against this control plane creates no RBAC objects for them; false makes it authorize like any other cluster")
 	cmd.Flags().BoolVar(&workloads, "workloads", true, "run the controllers Pods need (a default ServiceAccount and the kube-root-ca.crt ConfigMap in every namespace); false makes it like the hub's embedded control plane, which runs no Pods")
-	cmd.Flags().BoolVar(&simulate, "simulate-workloads", false, "report every Deployment and StatefulSet rolled out and available, as the kubelets this control plane lacks would once its Pods ran (nothing runs); for trying Flotilla with agents run as processes")
+	cmd.Flags().BoolVar(&simulate, "simulate-workloads", false, "report every Deployment and StatefulSet rolled out and available, as the kubelets this control plane lacks would once its Pods ran, and give LoadBalancer Services the address 192.0.2.1 (nothing runs); for trying Flotilla with agents run as processes")
 	return cmd
 }
 

@@ -28,31 +28,13 @@ const (
 )
 
 // downstream is a registered downstream cluster with its running agent.
-type downstream struct {
-	*framework.Cluster
-	agent   *framework.Process
-	cluster string // the Cluster's name on the hub
-}
+type downstream = framework.Downstream
 
-// register installs the agent chart into each cluster with the given labels, runs
-// the agent, and returns once every one has registered.
+// register registers a cluster labelled env=<value> for each name (see
+// framework.RegisterClusters).
 func register(t *testing.T, hub *framework.Hub, labels map[string]string, extra ...string) []*downstream {
 	t.Helper()
-	values := hub.CreateToken(workspace, "token", "")
-	var out []*downstream
-	for name, value := range labels {
-		ds := framework.StartControlPlane(t, name)
-		args := append([]string{"--set-string", "labels.env=" + value, "--set", "monitorInterval=2s"}, extra...)
-		framework.InstallAgent(t, ds, values, args...)
-		out = append(out, &downstream{Cluster: ds, agent: framework.StartAgent(t, ds)})
-	}
-	for _, d := range out {
-		framework.Eventually(t, d.Name+" to register", timeout, func(ctx context.Context) error {
-			return framework.Registered(ctx, d.Cluster)
-		})
-		d.cluster = framework.Identity(t, d.Cluster).ClusterName
-	}
-	return out
+	return framework.RegisterClusters(t, hub, workspace, labels, extra...)
 }
 
 func getCluster(ctx context.Context, hub *framework.Hub, name string) (*fleet.Cluster, error) {
@@ -157,7 +139,7 @@ func TestBundlesReachMatchingClusters(t *testing.T) {
 
 	// Before any bundle, each cluster deploys its own agent bundle.
 	for _, d := range clusters {
-		waitClusterDisplay(t, hub, d.cluster, "BUNDLES-READY", readyBundles, "1/1")
+		waitClusterDisplay(t, hub, d.ClusterName, "BUNDLES-READY", readyBundles, "1/1")
 	}
 	start := time.Now()
 	hub.MustKubectl(fmt.Sprintf(manifestsBundle, "hello"), "apply", "-f", "-")
@@ -168,7 +150,7 @@ func TestBundlesReachMatchingClusters(t *testing.T) {
 	t.Logf("Bundles created to all BundleDeployments Ready on 2 clusters: %s", time.Since(start).Round(time.Millisecond))
 
 	for _, d := range []*downstream{devA, devB} {
-		waitClusterDisplay(t, hub, d.cluster, "BUNDLES-READY", readyBundles, "3/3")
+		waitClusterDisplay(t, hub, d.ClusterName, "BUNDLES-READY", readyBundles, "3/3")
 		cm := getConfigMap(t, d, "plain-app", "plain-config")
 		if cm.Data["greeting"] != "hello" || cm.Data["braces"] != "{{ not a template }}" {
 			t.Errorf("%s: plain-config data %v", d.Name, cm.Data)
@@ -177,7 +159,7 @@ func TestBundlesReachMatchingClusters(t *testing.T) {
 			t.Errorf("%s: charted-config data %v, want replicas=2 from the Bundle's helm.values", d.Name, cm.Data)
 		}
 	}
-	waitClusterDisplay(t, hub, prodC.cluster, "BUNDLES-READY", readyBundles, "1/1")
+	waitClusterDisplay(t, hub, prodC.ClusterName, "BUNDLES-READY", readyBundles, "1/1")
 	if _, err := prodC.Client().CoreV1().Namespaces().Get(context.Background(), "plain-app", framework.Get); !apierrors.IsNotFound(err) {
 		t.Errorf("prod-c got namespace plain-app (err=%v): it is not targeted", err)
 	}
@@ -200,7 +182,7 @@ func TestBundlesReachMatchingClusters(t *testing.T) {
 	// The agent bundles name that Content instead of each carrying the chart.
 	agentChart := ""
 	for _, d := range clusters {
-		b, err := hub.Fleet().FleetV1alpha1().Bundles(workspace).Get(context.Background(), names.AgentBundle(d.cluster), framework.Get)
+		b, err := hub.Fleet().FleetV1alpha1().Bundles(workspace).Get(context.Background(), names.AgentBundle(d.ClusterName), framework.Get)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -248,7 +230,7 @@ spec:
 	waitBundleReady(t, hub, "plain", "2/2")
 
 	// Relabelling a cluster out of the selector removes its releases.
-	hub.MustKubectl("", "-n", workspace, "label", "--overwrite", "clusters.fleet.cattle.io", devB.cluster, "env=prod")
+	hub.MustKubectl("", "-n", workspace, "label", "--overwrite", "clusters.fleet.cattle.io", devB.ClusterName, "env=prod")
 	framework.Eventually(t, "dev-b's releases to be uninstalled", timeout, func(ctx context.Context) error {
 		out, err := devB.Helm("list", "-A", "-q")
 		if err != nil {
@@ -263,7 +245,7 @@ spec:
 		t.Errorf("plain-config still on dev-b after its release was removed (err=%v)", err)
 	}
 	waitBundleReady(t, hub, "plain", "1/1")
-	waitClusterDisplay(t, hub, devB.cluster, "BUNDLES-READY", readyBundles, "1/1")
+	waitClusterDisplay(t, hub, devB.ClusterName, "BUNDLES-READY", readyBundles, "1/1")
 	waitGroup(t, hub, "dev", "1/1", "3/3")
 	t.Logf("kubectl get clustergroups:\n%s", hub.MustKubectl("", "-n", workspace, "get", "clustergroups.fleet.cattle.io"))
 
@@ -343,17 +325,17 @@ func TestHeartbeatShowsNodesAndOfflineClusters(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitClusterDisplay(t, hub, d.cluster, "NODES-READY", func(c *fleet.Cluster) string { return c.Status.Display.ReadyNodes }, "2/3")
-	waitClusterDisplay(t, hub, d.cluster, "SAMPLE-NODE", func(c *fleet.Cluster) string { return c.Status.Display.SampleNode }, "node-b")
-	c, err := getCluster(ctx, hub, d.cluster)
+	waitClusterDisplay(t, hub, d.ClusterName, "NODES-READY", func(c *fleet.Cluster) string { return c.Status.Display.ReadyNodes }, "2/3")
+	waitClusterDisplay(t, hub, d.ClusterName, "SAMPLE-NODE", func(c *fleet.Cluster) string { return c.Status.Display.SampleNode }, "node-b")
+	c, err := getCluster(ctx, hub, d.ClusterName)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.Status.Agent.KubernetesVersion != "v1.37.2" || c.Status.Agent.AgentVersion == "" {
 		t.Errorf("agent status %+v: want the downstream Kubernetes version and the agent version", c.Status.Agent)
 	}
-	waitClusterDisplay(t, hub, d.cluster, "Ready", readyCondition, "True")
-	out := hub.MustKubectl("", "-n", workspace, "get", "clusters.fleet.cattle.io", d.cluster)
+	waitClusterDisplay(t, hub, d.ClusterName, "Ready", readyCondition, "True")
+	out := hub.MustKubectl("", "-n", workspace, "get", "clusters.fleet.cattle.io", d.ClusterName)
 	if !strings.Contains(out, "2/3") || !strings.Contains(out, "node-b") {
 		t.Errorf("kubectl get clusters:\n%s", out)
 	}
@@ -367,14 +349,14 @@ func TestHeartbeatShowsNodesAndOfflineClusters(t *testing.T) {
 	if _, err := d.Client().CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitClusterDisplay(t, hub, d.cluster, "NODES-READY", func(c *fleet.Cluster) string { return c.Status.Display.ReadyNodes }, "3/3")
-	waitClusterDisplay(t, hub, d.cluster, "SAMPLE-NODE", func(c *fleet.Cluster) string { return c.Status.Display.SampleNode }, "node-a")
+	waitClusterDisplay(t, hub, d.ClusterName, "NODES-READY", func(c *fleet.Cluster) string { return c.Status.Display.ReadyNodes }, "3/3")
+	waitClusterDisplay(t, hub, d.ClusterName, "SAMPLE-NODE", func(c *fleet.Cluster) string { return c.Status.Display.SampleNode }, "node-a")
 
 	// With nothing new to report, the agent renews its Lease instead of patching the
 	// Cluster: the Cluster stays Ready on the Lease alone, well past the 10s after
 	// its last status report.
 	framework.Eventually(t, "the agent's Lease renewed 15s after its last status report", timeout, func(ctx context.Context) error {
-		c, err := getCluster(ctx, hub, d.cluster)
+		c, err := getCluster(ctx, hub, d.ClusterName)
 		if err != nil {
 			return err
 		}
@@ -387,25 +369,25 @@ func TestHeartbeatShowsNodesAndOfflineClusters(t *testing.T) {
 		}
 		return nil
 	})
-	if c, err = getCluster(ctx, hub, d.cluster); err != nil || readyCondition(c) != "True" {
-		t.Fatalf("the cluster is not Ready while its agent renews its Lease (%v):\n%s", err, hub.MustKubectl("", "-n", workspace, "get", "clusters.fleet.cattle.io", d.cluster))
+	if c, err = getCluster(ctx, hub, d.ClusterName); err != nil || readyCondition(c) != "True" {
+		t.Fatalf("the cluster is not Ready while its agent renews its Lease (%v):\n%s", err, hub.MustKubectl("", "-n", workspace, "get", "clusters.fleet.cattle.io", d.ClusterName))
 	}
 
 	// The agent stops: after 10s without a check-in the cluster is offline, not Ready.
-	if err := d.agent.Stop(); err != nil {
+	if err := d.Agent.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	waitClusterDisplay(t, hub, d.cluster, "Ready", readyCondition, "Unknown")
-	out = hub.MustKubectl("", "-n", workspace, "get", "clusters.fleet.cattle.io", d.cluster)
+	waitClusterDisplay(t, hub, d.ClusterName, "Ready", readyCondition, "Unknown")
+	out = hub.MustKubectl("", "-n", workspace, "get", "clusters.fleet.cattle.io", d.ClusterName)
 	if !strings.Contains(out, "the agent has not checked in since") {
 		t.Errorf("kubectl get clusters does not say the cluster is offline:\n%s", out)
 	}
-	events := hub.MustKubectl("", "-n", workspace, "get", "events", "--field-selector", "reason=Offline,involvedObject.name="+d.cluster)
+	events := hub.MustKubectl("", "-n", workspace, "get", "events", "--field-selector", "reason=Offline,involvedObject.name="+d.ClusterName)
 	if !strings.Contains(events, "The cluster is offline") {
 		t.Errorf("no Offline event:\n%s", events)
 	}
-	d.agent.Restart()
-	waitClusterDisplay(t, hub, d.cluster, "Ready", readyCondition, "True")
+	d.Agent.Restart()
+	waitClusterDisplay(t, hub, d.ClusterName, "Ready", readyCondition, "True")
 }
 
 const driftBundle = `apiVersion: fleet.cattle.io/v1alpha1
@@ -437,8 +419,8 @@ func TestDriftIsShownAndCorrected(t *testing.T) {
 	hub := framework.StartHub(t)
 	d := register(t, hub, map[string]string{"drift": "dev"})[0]
 	ctx := context.Background()
-	hub.MustKubectl(fmt.Sprintf(driftBundle, "corrected", "corrected", true, d.cluster), "apply", "-f", "-")
-	hub.MustKubectl(fmt.Sprintf(driftBundle, "watched", "watched", false, d.cluster), "apply", "-f", "-")
+	hub.MustKubectl(fmt.Sprintf(driftBundle, "corrected", "corrected", true, d.ClusterName), "apply", "-f", "-")
+	hub.MustKubectl(fmt.Sprintf(driftBundle, "watched", "watched", false, d.ClusterName), "apply", "-f", "-")
 	waitBundleReady(t, hub, "corrected", "1/1")
 	waitBundleReady(t, hub, "watched", "1/1")
 	cms := d.Client().CoreV1().ConfigMaps
@@ -523,7 +505,7 @@ spec:
     content: "{{ .Values.missing.field }}"
   targets:
   - clusterName: %s
-`, d.cluster), "apply", "-f", "-")
+`, d.ClusterName), "apply", "-f", "-")
 	framework.Eventually(t, "the Helm error to reach the Bundle", timeout, func(ctx context.Context) error {
 		b, err := hub.Fleet().FleetV1alpha1().Bundles(workspace).Get(ctx, "broken-chart", framework.Get)
 		if err != nil {
@@ -535,8 +517,8 @@ spec:
 		}
 		return nil
 	})
-	waitClusterDisplay(t, hub, d.cluster, "BUNDLES-READY", readyBundles, "1/2")
-	out := hub.MustKubectl("", "-n", workspace, "get", "clusters.fleet.cattle.io", d.cluster)
+	waitClusterDisplay(t, hub, d.ClusterName, "BUNDLES-READY", readyBundles, "1/2")
+	out := hub.MustKubectl("", "-n", workspace, "get", "clusters.fleet.cattle.io", d.ClusterName)
 	if !strings.Contains(out, "ErrApplied(1) [Bundle clusters/broken-chart") {
 		t.Errorf("kubectl get clusters does not show the failing bundle:\n%s", out)
 	}
@@ -552,7 +534,7 @@ spec:
 		ObjectMeta: metav1.ObjectMeta{Name: "named-content", Namespace: workspace},
 		Spec: fleet.BundleSpec{
 			BundleDeploymentOptions: fleet.BundleDeploymentOptions{DefaultNamespace: "named-content"},
-			ContentsID:              stored.Name, Targets: []fleet.BundleTarget{{ClusterName: d.cluster}},
+			ContentsID:              stored.Name, Targets: []fleet.BundleTarget{{ClusterName: d.ClusterName}},
 		},
 	}
 	if _, err := hub.Fleet().FleetV1alpha1().Bundles(workspace).Create(context.Background(), named, metav1.CreateOptions{}); err != nil {

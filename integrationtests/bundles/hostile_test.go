@@ -82,7 +82,7 @@ func TestBundlesCannotHurtTheHubOrPoseAsTheAgent(t *testing.T) {
 	const limit = 1 << 20
 	hub := framework.StartHub(t, fmt.Sprintf("--max-bundle-size=%d", limit))
 	d := register(t, hub, map[string]string{"target": "dev"})[0]
-	targets := []fleet.BundleTarget{{ClusterName: d.cluster}}
+	targets := []fleet.BundleTarget{{ClusterName: d.ClusterName}}
 
 	// 200 MB of zeros in a Bundle of a few hundred kilobytes: refused, having decoded
 	// no more than the limit.
@@ -142,13 +142,13 @@ func TestBundlesCannotHurtTheHubOrPoseAsTheAgent(t *testing.T) {
 	bundles := hub.Fleet().FleetV1alpha1().Bundles(workspace)
 	agentCM := fleet.BundleResource{Name: "cm.yaml", Content: "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: poser\n"}
 	_, err := bundles.Create(context.Background(), &fleet.Bundle{
-		ObjectMeta: metav1.ObjectMeta{Name: "poser", Namespace: workspace, Labels: map[string]string{names.AgentBundleLabel: d.cluster}},
+		ObjectMeta: metav1.ObjectMeta{Name: "poser", Namespace: workspace, Labels: map[string]string{names.AgentBundleLabel: d.ClusterName}},
 		Spec:       fleet.BundleSpec{Resources: []fleet.BundleResource{agentCM}, Targets: targets},
 	}, metav1.CreateOptions{})
 	wantForbidden(t, err, "only the Flotilla hub makes and changes agent bundles", "may not create or label one")
 	var agentBundle *fleet.Bundle
 	framework.Eventually(t, "the agent bundle", timeout, func(ctx context.Context) (err error) {
-		agentBundle, err = bundles.Get(ctx, names.AgentBundle(d.cluster), framework.Get)
+		agentBundle, err = bundles.Get(ctx, names.AgentBundle(d.ClusterName), framework.Get)
 		return err
 	})
 	changed := agentBundle.DeepCopy()
@@ -171,7 +171,7 @@ func TestBundlesCannotHurtTheHubOrPoseAsTheAgent(t *testing.T) {
 	// where they could make them pass for another Bundle's.
 	createBundle(t, hub, &fleet.Bundle{
 		ObjectMeta: metav1.ObjectMeta{Name: "poser", Labels: map[string]string{
-			names.BundleNameLabel: names.AgentBundle(d.cluster), "team": "a",
+			names.BundleNameLabel: names.AgentBundle(d.ClusterName), "team": "a",
 		}},
 		Spec: fleet.BundleSpec{
 			BundleDeploymentOptions: fleet.BundleDeploymentOptions{DefaultNamespace: "poser"},
@@ -214,7 +214,7 @@ func TestBundlesCannotHurtTheHubOrPoseAsTheAgent(t *testing.T) {
 			t.Fatalf("the agent's release now holds the chart %s (releases %+v)", r.Chart, releases)
 		}
 	}
-	waitClusterDisplay(t, hub, d.cluster, "BUNDLES-READY", readyBundles, "3/5")
+	waitClusterDisplay(t, hub, d.ClusterName, "BUNDLES-READY", readyBundles, "3/5")
 }
 
 // waitReadyMessage waits until Bundle name's Ready condition says want.

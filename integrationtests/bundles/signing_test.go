@@ -201,7 +201,7 @@ func TestAgentsWithTrustedKeysDeployOnlySignedBundles(t *testing.T) {
 
 	// The agent bundle, the hub's own, is not signed and still deploys; and the agent
 	// keeps its owner's keys through it.
-	waitClusterDisplay(t, hub, d.cluster, "BUNDLES-READY", readyBundles, "2/5")
+	waitClusterDisplay(t, hub, d.ClusterName, "BUNDLES-READY", readyBundles, "2/5")
 	revision := agentRevision(t, d)
 	if revision < 2 {
 		t.Fatalf("the agent bundle did not upgrade the agent's release (revision %d)", revision)
@@ -210,7 +210,7 @@ func TestAgentsWithTrustedKeysDeployOnlySignedBundles(t *testing.T) {
 	// Whoever may write the Cluster on the hub sets its agent's image registry: the
 	// agent bundle changes, but a trusting agent keeps the image its owner installed.
 	framework.Eventually(t, "the Cluster's privateRepoURL", timeout, func(ctx context.Context) error {
-		c, err := getCluster(ctx, hub, d.cluster)
+		c, err := getCluster(ctx, hub, d.ClusterName)
 		if err != nil {
 			return err
 		}

@@ -123,6 +123,9 @@ func decoded(t *testing.T, r fleet.BundleResource) string {
 type chartRepository struct {
 	*httptest.Server
 	files map[string][]byte
+	// guestbook is the chart of helm-external, also served at /private/ to user u
+	// with password p.
+	guestbook []byte
 }
 
 func newChartRepository(t *testing.T) *chartRepository {
@@ -169,7 +172,21 @@ func newChartRepository(t *testing.T) *chartRepository {
 		}
 		repo.files[path.Join(host, "index.yaml")] = index
 	}
+	// A private repository (user u, password p) with the guestbook chart.
+	guestbook := repo.files["github.com/rancher/fleet-examples/releases/download/example/guestbook-0.0.1.tgz"]
+	if guestbook == nil {
+		t.Fatal("no guestbook chart among Fleet's expected Bundles")
+	}
+	repo.guestbook = guestbook
+	repo.files["private/guestbook-0.0.1.tgz"] = guestbook
+	repo.files["private/index.yaml"] = []byte("apiVersion: v1\nentries:\n  guestbook:\n  - apiVersion: v2\n    name: guestbook\n    version: 0.0.1\n    urls: [guestbook-0.0.1.tgz]\n")
 	repo.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/private/") {
+			if user, pass, ok := r.BasicAuth(); !ok || user != "u" || pass != "p" {
+				w.WriteHeader(http.StatusUnauthorized)
+				return
+			}
+		}
 		data, ok := repo.files[strings.TrimPrefix(r.URL.Path, "/")]
 		if !ok {
 			http.NotFound(w, r)

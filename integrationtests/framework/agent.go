@@ -224,3 +224,46 @@ func StartAgentsSharingACluster(t testing.TB, ds *Cluster, values registration.V
 	}
 	return namespaces
 }
+
+// Downstream is a downstream control plane registered with a hub, and its agent.
+type Downstream struct {
+	*Cluster
+	Agent *Process
+	// ClusterName is its Cluster's name on the hub.
+	ClusterName string
+}
+
+// RegisterClusters starts a control plane for each key of envs, installs the agent
+// chart into it with a token of workspace and the label env=<value> (and extra helm
+// flags), runs the agent, and returns once every one has registered.
+func RegisterClusters(t testing.TB, hub *Hub, workspace string, envs map[string]string, extra ...string) []*Downstream {
+	t.Helper()
+	return registerClusters(t, hub, workspace, envs, nil, extra)
+}
+
+// RegisterSimulatedClusters is RegisterClusters with control planes that report
+// workloads rolled out (hub controlplane --simulate-workloads), so that Bundles of
+// Deployments and LoadBalancer Services turn Ready.
+func RegisterSimulatedClusters(t testing.TB, hub *Hub, workspace string, envs map[string]string, extra ...string) []*Downstream {
+	t.Helper()
+	return registerClusters(t, hub, workspace, envs, []string{"--simulate-workloads"}, extra)
+}
+
+func registerClusters(t testing.TB, hub *Hub, workspace string, envs map[string]string, controlPlaneArgs, extra []string) []*Downstream {
+	t.Helper()
+	values := hub.CreateToken(workspace, "token", "")
+	var out []*Downstream
+	for name, value := range envs {
+		ds := StartControlPlane(t, name, controlPlaneArgs...)
+		args := append([]string{"--set-string", "labels.env=" + value, "--set", "monitorInterval=2s"}, extra...)
+		InstallAgent(t, ds, values, args...)
+		out = append(out, &Downstream{Cluster: ds, Agent: StartAgent(t, ds)})
+	}
+	for _, d := range out {
+		Eventually(t, d.Name+" to register", 2*time.Minute, func(ctx context.Context) error {
+			return Registered(ctx, d.Cluster)
+		})
+		d.ClusterName = Identity(t, d.Cluster).ClusterName
+	}
+	return out
+}

@@ -16,10 +16,11 @@ import (
 	"k8s.io/client-go/util/workqueue"
 )
 
-// SimulateWorkloads stands in for the deployment controller and the kubelets that a
-// bare control plane does not have: every Deployment and StatefulSet reports its
-// current generation rolled out, with all its replicas ready and available, as soon as
-// its spec changes. Nothing runs. It is what "hub controlplane --simulate-workloads"
+// SimulateWorkloads stands in for the deployment controller, the kubelets and the
+// load balancer that a bare control plane does not have: every Deployment and
+// StatefulSet reports its current generation rolled out, with all its replicas ready
+// and available, as soon as its spec changes, and every Service of type LoadBalancer
+// gets the address SimulatedLoadBalancerIP. Nothing runs. It is what "hub controlplane --simulate-workloads"
 // turns on, so that Flotilla can be tried on one machine: the agent runs as a process
 // and the Bundles' workloads count as Ready. It returns when ctx ends.
 func SimulateWorkloads(ctx context.Context, client kubernetes.Interface) {
@@ -29,6 +30,7 @@ func SimulateWorkloads(ctx context.Context, client kubernetes.Interface) {
 
 	deployments := factory.Apps().V1().Deployments()
 	statefulSets := factory.Apps().V1().StatefulSets()
+	services := factory.Core().V1().Services()
 	enqueue := func(kind string) cache.ResourceEventHandlerFuncs {
 		add := func(obj any) {
 			o, ok := obj.(metav1.Object)
@@ -43,6 +45,10 @@ func SimulateWorkloads(ctx context.Context, client kubernetes.Interface) {
 		return
 	}
 	if _, err := statefulSets.Informer().AddEventHandler(enqueue("StatefulSet")); err != nil {
+		logrus.WithError(err).Error("Simulating workloads")
+		return
+	}
+	if _, err := services.Informer().AddEventHandler(enqueue("Service")); err != nil {
 		logrus.WithError(err).Error("Simulating workloads")
 		return
 	}
@@ -85,6 +91,14 @@ func (w workload) roll(ctx context.Context, client kubernetes.Interface) error {
 		d.Status = RolledOutDeploymentStatus(d, time.Now())
 		_, err = client.AppsV1().Deployments(w.namespace).UpdateStatus(ctx, d, metav1.UpdateOptions{})
 		return err
+	case "Service":
+		svc, err := client.CoreV1().Services(w.namespace).Get(ctx, w.name, metav1.GetOptions{})
+		if err != nil || !stale(svc) {
+			return err
+		}
+		svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: SimulatedLoadBalancerIP}}
+		_, err = client.CoreV1().Services(w.namespace).UpdateStatus(ctx, svc, metav1.UpdateOptions{})
+		return err
 	default:
 		s, err := client.AppsV1().StatefulSets(w.namespace).Get(ctx, w.name, metav1.GetOptions{})
 		if err != nil || !stale(s) {
@@ -101,9 +115,16 @@ func (w workload) roll(ctx context.Context, client kubernetes.Interface) error {
 	}
 }
 
-// stale tells whether a workload's status is not yet about its current generation.
+// SimulatedLoadBalancerIP is the address simulated load balancers give Services (from
+// TEST-NET-1, which is never routed).
+const SimulatedLoadBalancerIP = "192.0.2.1"
+
+// stale tells whether a workload's status is not yet about its current generation, or
+// a load balancer Service has no address yet.
 func stale(obj any) bool {
 	switch o := obj.(type) {
+	case *corev1.Service:
+		return o.Spec.Type == corev1.ServiceTypeLoadBalancer && len(o.Status.LoadBalancer.Ingress) == 0
 	case *appsv1.Deployment:
 		return o.Status.ObservedGeneration != o.Generation
 	case *appsv1.StatefulSet:

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/fake"
@@ -50,5 +51,27 @@ func TestSimulateWorkloadsRollsOutEachGeneration(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatalf("generation 3 was not reported rolled out: %v", err)
+	}
+}
+
+func TestSimulateWorkloadsGivesLoadBalancersAnAddress(t *testing.T) {
+	client := fake.NewClientset(
+		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "lb"}, Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer}},
+		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "internal"}, Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP}},
+	)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { SimulateWorkloads(ctx, client); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		s, err := client.CoreV1().Services("ns").Get(ctx, "lb", metav1.GetOptions{})
+		return err == nil && len(s.Status.LoadBalancer.Ingress) == 1 && s.Status.LoadBalancer.Ingress[0].IP == SimulatedLoadBalancerIP, err
+	})
+	if err != nil {
+		t.Fatalf("the LoadBalancer Service got no address: %v", err)
+	}
+	if s, _ := client.CoreV1().Services("ns").Get(ctx, "internal", metav1.GetOptions{}); len(s.Status.LoadBalancer.Ingress) != 0 {
+		t.Errorf("a ClusterIP Service got %v", s.Status.LoadBalancer.Ingress)
 	}
 }
