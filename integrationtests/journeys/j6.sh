@@ -87,3 +87,49 @@ for ds in $DEV $PROD; do
 done
 kubectl --kubeconfig $HUB -n clusters get bundles.fleet.cattle.io fleet-agent-$dev fleet-agent-$prod
 echo "J6 passed: hello reached $dev only"
+
+# The same with a folder as Fleet users keep them (docs/fleet-yaml.md): a fleet.yaml
+# with a customisation per environment, a manifest, an overlay and a templated value.
+mkdir -p my-app/overlays/prod
+cat > my-app/fleet.yaml <<YAML
+defaultNamespace: my-app
+helm:
+  values:
+    cluster: \${ .ClusterName }
+targetCustomizations:
+- name: dev
+  clusterSelector:
+    matchLabels: {env: dev}
+- name: prod
+  clusterSelector:
+    matchLabels: {env: prod}
+  yaml:
+    overlays: [prod]
+YAML
+cat > my-app/config.yaml <<YAML
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: my-app
+data:
+  size: small
+YAML
+cat > my-app/overlays/prod/config_patch.yaml <<YAML
+data:
+  size: large
+YAML
+rendered=$(hub test my-app -l env=prod)
+echo "$rendered"
+grep -q 'size: large' <<<"$rendered" || { echo "hub test does not show the prod overlay"; exit 1; }
+matched=$(hub test my-app -l env=dev 2>&1 >/dev/null)
+[ "$matched" = "# Matched: dev" ] || { echo "hub test matched: $matched, want target dev"; exit 1; }
+hub apply --kubeconfig $HUB -n clusters my-app my-app
+kubectl --kubeconfig $HUB -n clusters wait --for=condition=Ready bundles.fleet.cattle.io/my-app-my-app --timeout=120s
+kubectl --kubeconfig $HUB -n clusters get bundles.fleet.cattle.io my-app-my-app
+[ "$(kubectl --kubeconfig $DEV -n my-app get configmap my-app -o jsonpath='{.data.size}')" = small ] \
+  || { echo "the dev cluster lacks my-app/my-app with size small"; exit 1; }
+[ "$(kubectl --kubeconfig $PROD -n my-app get configmap my-app -o jsonpath='{.data.size}')" = large ] \
+  || { echo "the prod cluster lacks my-app/my-app with size large"; exit 1; }
+[ "$(kubectl --kubeconfig $HUB -n clusters get bundledeployments.fleet.cattle.io -A -l fleet.cattle.io/bundle-name=my-app-my-app,fleet.cattle.io/cluster=$prod -o jsonpath='{.items[0].spec.options.helm.values.cluster}')" = "$prod" ] \
+  || { echo "the templated value is not the cluster's name"; exit 1; }
+echo "fleet.yaml passed: my-app reached $dev and $prod, each with its options"

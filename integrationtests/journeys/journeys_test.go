@@ -71,7 +71,7 @@ func TestJourneyJ6BundlesReachClusters(t *testing.T) {
 	}
 	out := runJourney(t, "j6.sh", "HUB="+hub.Kubeconfig, "DEV="+dev.Kubeconfig, "PROD="+prod.Kubeconfig)
 	for _, line := range strings.Split(out, "\n") {
-		if strings.HasPrefix(line, "kubectl apply to Bundle Ready") || strings.HasPrefix(line, "J6 passed") {
+		if strings.HasPrefix(line, "kubectl apply to Bundle Ready") || strings.HasPrefix(line, "J6 passed") || strings.HasPrefix(line, "fleet.yaml passed") {
 			t.Log(line)
 		}
 	}

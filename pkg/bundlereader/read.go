@@ -79,6 +79,26 @@ func Read(ctx context.Context, name, dir string, opts Options) (*fleet.Bundle, e
 	if err := addCharts(ctx, &spec, files, opts); err != nil {
 		return nil, fmt.Errorf("%s: %w", dir, err)
 	}
+	if spec.Helm == nil || !spec.Helm.DisableDependencyUpdate {
+		budget := opts.MaxSize
+		for name, data := range files {
+			budget -= int64(len(name) + len(data))
+		}
+		var d *downloader
+		downloaderOnce := func() (*downloader, error) {
+			if d == nil {
+				var err error
+				if d, err = newDownloader(opts.Auth, opts.HTTPClient, opts.MaxSize); err != nil {
+					return nil, err
+				}
+			}
+			d.limit = max(budget, 0)
+			return d, nil
+		}
+		if err := addDependencies(ctx, files, downloaderOnce, &budget, opts.MaxSize); err != nil {
+			return nil, fmt.Errorf("%s: %w", dir, err)
+		}
+	}
 
 	b := &fleet.Bundle{
 		TypeMeta:   typeMeta,

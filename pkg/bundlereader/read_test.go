@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"encoding/pem"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -403,4 +404,33 @@ func FuzzParseFleetYAML(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		_, _ = ParseFleetYAML(data)
 	})
+}
+
+func TestChartRepositoriesOverTLS(t *testing.T) {
+	archive := chartArchive(t, map[string]string{"c/Chart.yaml": "apiVersion: v2\nname: c\nversion: 1.0.0\n"})
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write(archive) }))
+	defer srv.Close()
+	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+	dir := folder(t, map[string]string{"fleet.yaml": "helm:\n  chart: " + srv.URL + "/c.tgz\n"})
+	cases := []struct {
+		name string
+		auth Auth
+		err  string
+	}{
+		{"a certificate no root signs", Auth{}, "certificate"},
+		{"the CA bundle", Auth{CABundle: ca}, ""},
+		{"insecure, when asked", Auth{InsecureSkipVerify: true}, ""},
+		{"a CA bundle without a certificate", Auth{CABundle: []byte("not PEM")}, "holds no PEM certificate"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Read(context.Background(), "x", dir, Options{Auth: tc.auth})
+			if tc.err == "" && err != nil {
+				t.Fatal(err)
+			}
+			if tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)) {
+				t.Fatalf("error %v, want one containing %q", err, tc.err)
+			}
+		})
+	}
 }

@@ -134,6 +134,11 @@ func checkReferences(fs filesys.FileSystem, dir string, seen map[string]bool) er
 	for _, field := range kustomizationFields {
 		refs = append(refs, pathsOf(k[field])...)
 	}
+	if openapi, ok := k["openapi"].(map[string]interface{}); ok {
+		if p, ok := openapi["path"].(string); ok {
+			refs = append(refs, p)
+		}
+	}
 	for _, gen := range []string{"configMapGenerator", "secretGenerator"} {
 		list, _ := k[gen].([]interface{})
 		for _, g := range list {

@@ -203,6 +203,7 @@ func TestKustomizeReadsOnlyTheBundlesFiles(t *testing.T) {
 		"a component by URL":             "components:\n- " + srv.URL + "/component\n",
 		"Helm inflation":                 "helmCharts:\n- name: x\n  repo: " + srv.URL + "\n",
 		"a patch file out of the Bundle": "patches:\n- path: ../outside.yaml\n",
+		"an OpenAPI schema by URL":       "resources:\n- cm.yaml\nopenapi:\n  path: " + srv.URL + "/schema.json\n",
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := template(t, map[string]string{"base/kustomization.yaml": kustomization, "base/cm.yaml": cm("x", "")},

@@ -11,6 +11,7 @@ import (
 	"maps"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
@@ -318,7 +319,9 @@ func (h *handler) withValues(bundle *fleet.Bundle) (*fleet.Bundle, error) {
 	if bundle.Spec.ValuesHash == "" {
 		return bundle, nil
 	}
-	secret, err := h.secrets.Secrets(bundle.Namespace).Get(context.Background(), bundle.Name, metav1.GetOptions{})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	secret, err := h.secrets.Secrets(bundle.Namespace).Get(ctx, bundle.Name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
 		secret = nil

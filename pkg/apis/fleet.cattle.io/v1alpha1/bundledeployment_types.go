@@ -242,6 +242,10 @@ type HelmOptions struct {
 	// DisableDNS turns off DNS lookups in templates.
 	// +optional
 	DisableDNS bool `json:"disableDNS,omitempty"`
+	// DisableDependencyUpdate, set in fleet.yaml, keeps hub apply from downloading the
+	// charts a chart depends on that its charts/ folder lacks.
+	// +optional
+	DisableDependencyUpdate bool `json:"disableDependencyUpdate,omitempty"`
 	// SkipSchemaValidation skips the chart's values schema.
 	// +optional
 	SkipSchemaValidation bool `json:"skipSchemaValidation,omitempty"`

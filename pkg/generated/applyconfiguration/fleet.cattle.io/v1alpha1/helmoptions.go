@@ -61,6 +61,9 @@ type HelmOptionsApplyConfiguration struct {
 	DisablePreProcess *bool `json:"disablePreProcess,omitempty"`
 	// DisableDNS turns off DNS lookups in templates.
 	DisableDNS *bool `json:"disableDNS,omitempty"`
+	// DisableDependencyUpdate, set in fleet.yaml, keeps hub apply from downloading the
+	// charts a chart depends on that its charts/ folder lacks.
+	DisableDependencyUpdate *bool `json:"disableDependencyUpdate,omitempty"`
 	// SkipSchemaValidation skips the chart's values schema.
 	SkipSchemaValidation *bool `json:"skipSchemaValidation,omitempty"`
 }
@@ -209,6 +212,14 @@ func (b *HelmOptionsApplyConfiguration) WithDisablePreProcess(value bool) *HelmO
 // If called multiple times, the DisableDNS field is set to the value of the last call.
 func (b *HelmOptionsApplyConfiguration) WithDisableDNS(value bool) *HelmOptionsApplyConfiguration {
 	b.DisableDNS = &value
+	return b
+}
+
+// WithDisableDependencyUpdate sets the DisableDependencyUpdate field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the DisableDependencyUpdate field is set to the value of the last call.
+func (b *HelmOptionsApplyConfiguration) WithDisableDependencyUpdate(value bool) *HelmOptionsApplyConfiguration {
+	b.DisableDependencyUpdate = &value
 	return b
 }
 
