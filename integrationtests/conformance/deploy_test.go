@@ -96,6 +96,24 @@ spec:
 		})
 	}
 
+	// A folder cannot take over a Bundle that another apply (or GitRepo) owns.
+	hub.MustKubectl(`apiVersion: fleet.cattle.io/v1alpha1
+kind: Bundle
+metadata:
+  name: owned
+  namespace: `+deployWorkspace+`
+  labels: {fleet.cattle.io/repo-name: other}
+spec:
+  resources: [{name: cm.yaml, content: "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: owned}\n"}]
+  targets: [{clusterName: nobody}]
+`, "apply", "-f", "-")
+	takeover := writeFolder(t, map[string]string{"fleet.yaml": "name: owned\n", "cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: mine}\n"})
+	cmd := exec.Command(filepath.Join(framework.BinDir(t), "hub"), "apply", "attacker", "-n", deployWorkspace, "--kubeconfig", hub.Kubeconfig)
+	cmd.Dir = takeover
+	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "belongs to other") {
+		t.Errorf("hub apply over another's Bundle: %v\n%s", err, out)
+	}
+
 	for _, d := range clusters {
 		env := d.Name
 		client := dynamicFor(t, d.Cluster)

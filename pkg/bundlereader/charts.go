@@ -47,18 +47,45 @@ type Auth struct {
 
 func (a Auth) hasCredentials() bool { return a.Username != "" || a.Password != "" }
 
-// credentialsFor says whether the credentials may be sent to rawURL.
+// credentialsFor says whether the credentials may be sent to rawURL: the pattern
+// must match it from its start through the whole of its scheme, host and port, so
+// that "https://charts\.example\.com" allows neither
+// https://charts.example.com.attacker.net nor https://charts.example.com@attacker.net
+// (a URL with a user part gets no credentials at all).
 func (a Auth) credentialsFor(rawURL string) bool {
-	return a.hasCredentials() && a.SendCredentialsTo != nil && a.SendCredentialsTo.MatchString(rawURL)
+	if !a.hasCredentials() || a.SendCredentialsTo == nil {
+		return false
+	}
+	u, err := url.Parse(rawURL)
+	if err != nil || u.User != nil || u.Host == "" {
+		return false
+	}
+	origin := u.Scheme + "://" + u.Host
+	if !strings.HasPrefix(rawURL, origin) {
+		return false
+	}
+	m := a.SendCredentialsTo.FindStringIndex(rawURL)
+	if m == nil || m[0] != 0 || m[1] < len(origin) {
+		return false
+	}
+	// The match must not end inside the host or port (a shorter pattern ending with
+	// the host matched a longer host); what follows the origin starts a path.
+	return m[1] > len(origin) || len(rawURL) == len(origin) || strings.ContainsRune("/?#", rune(rawURL[len(origin)]))
 }
 
-// AllowCredentials compiles pattern so that it matches URLs from their start only: a
-// trusted URL in a query string does not let credentials go elsewhere.
+// AllowCredentials compiles pattern so that it matches URLs from their start only,
+// preferring the longest match: a trusted URL in a query string does not let
+// credentials go elsewhere.
 func AllowCredentials(pattern string) (*regexp.Regexp, error) {
 	if _, err := regexp.Compile(pattern); err != nil {
 		return nil, err
 	}
-	return regexp.Compile("^(?:" + pattern + ")")
+	re, err := regexp.Compile("^(?:" + pattern + ")")
+	if err != nil {
+		return nil, err
+	}
+	re.Longest()
+	return re, nil
 }
 
 // maxIndexSize bounds a repository's index.yaml.
@@ -99,6 +126,9 @@ func isRemote(h *fleet.HelmOptions, files map[string][]byte) (bool, error) {
 	return false, fmt.Errorf("helm.chart %q: no Chart.yaml in that folder, and it is not a URL (http://, https:// or oci://) nor a chart of helm.repo", h.Chart)
 }
 
+// maxDownloads bounds the charts, dependencies and indexes one Bundle may download.
+const maxDownloads = 100
+
 // downloader fetches charts.
 type downloader struct {
 	auth  Auth
@@ -106,6 +136,10 @@ type downloader struct {
 	// client makes every request; the caller may give one that refuses some
 	// addresses.
 	client *http.Client
+	// indexes are the repository indexes read, by URL: each is read once per Bundle.
+	indexes map[string]*repo.IndexFile
+	// downloads counts what was fetched, up to maxDownloads.
+	downloads int
 }
 
 func newDownloader(a Auth, base *http.Client, limit int64) (*downloader, error) {
@@ -135,7 +169,28 @@ func newDownloader(a Auth, base *http.Client, limit int64) (*downloader, error) 
 	}
 	tlsConfig.InsecureSkipVerify = a.InsecureSkipVerify //nolint:gosec // only when the user asks
 	transport.TLSClientConfig = tlsConfig
-	return &downloader{auth: a, limit: limit, client: &http.Client{Transport: transport, Timeout: downloadTimeout}}, nil
+	return &downloader{auth: a, limit: limit, client: &http.Client{Transport: transport, Timeout: downloadTimeout, CheckRedirect: keepCredentialsHome}}, nil
+}
+
+// keepCredentialsHome follows at most 10 redirects, and drops the credentials on one
+// that leaves the first request's scheme, host or port (Go drops them only when the
+// host changes, and keeps them for its subdomains).
+func keepCredentialsHome(req *http.Request, via []*http.Request) error {
+	if len(via) >= 10 {
+		return fmt.Errorf("more than 10 redirects")
+	}
+	first := via[0].URL
+	if req.URL.Scheme != first.Scheme || req.URL.Host != first.Host {
+		req.Header.Del("Authorization")
+	}
+	return nil
+}
+
+func (d *downloader) count() error {
+	if d.downloads++; d.downloads > maxDownloads {
+		return fmt.Errorf("more than %d downloads for one Bundle (charts, their dependencies and repository indexes)", maxDownloads)
+	}
+	return nil
 }
 
 // chart downloads the chart h names: its files keyed by their path in the archive,
@@ -197,15 +252,22 @@ func (d *downloader) fromIndex(ctx context.Context, h *fleet.HelmOptions) (strin
 	if err != nil {
 		return "", err
 	}
-	data, err := d.get(ctx, indexURL, min(d.limit, maxIndexSize))
-	if err != nil {
-		return "", err
+	index, ok := d.indexes[indexURL]
+	if !ok {
+		data, err := d.get(ctx, indexURL, min(d.limit, maxIndexSize))
+		if err != nil {
+			return "", err
+		}
+		index = &repo.IndexFile{}
+		if err := yaml.Unmarshal(data, index); err != nil {
+			return "", fmt.Errorf("reading %s: %w", redact(indexURL), err)
+		}
+		index.SortEntries()
+		if d.indexes == nil {
+			d.indexes = map[string]*repo.IndexFile{}
+		}
+		d.indexes[indexURL] = index
 	}
-	var index repo.IndexFile
-	if err := yaml.Unmarshal(data, &index); err != nil {
-		return "", fmt.Errorf("reading %s: %w", redact(indexURL), err)
-	}
-	index.SortEntries()
 	cv, err := index.Get(h.Chart, h.Version)
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", redact(indexURL), err)
@@ -224,6 +286,9 @@ func (d *downloader) get(ctx context.Context, rawURL string, limit int64) ([]byt
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
 		return nil, fmt.Errorf("%s: only http, https and oci URLs are downloaded", redact(rawURL))
+	}
+	if err := d.count(); err != nil {
+		return nil, err
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, rawURL, nil)
 	if err != nil {
@@ -261,6 +326,9 @@ func (d *downloader) oci(ctx context.Context, ref, version string) ([]byte, erro
 	name := strings.TrimPrefix(ref, "oci://")
 	repository, err := remote.NewRepository(name)
 	if err != nil {
+		return nil, err
+	}
+	if err := d.count(); err != nil {
 		return nil, err
 	}
 	repository.PlainHTTP = d.auth.PlainHTTP

@@ -31,6 +31,9 @@ func readFolder(root string, limit int64) (map[string][]byte, error) {
 	files := map[string][]byte{}
 	budget := limit
 	ignores := map[string][]string{}
+	// links maps a link's path to its target's, both within root: checked once every
+	// .fleetignore is known.
+	links := map[string]string{}
 	err = filepath.WalkDir(realRoot, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -52,9 +55,12 @@ func readFolder(root string, limit int64) (map[string][]byte, error) {
 		if d.IsDir() {
 			return addIgnores(ignores, p, rel)
 		}
-		data, err := readFile(realRoot, p, rel, d, budget)
+		data, target, err := readFile(realRoot, p, rel, d, budget)
 		if err != nil {
 			return err
+		}
+		if target != "" {
+			links[rel] = target
 		}
 		if budget -= int64(len(rel) + len(data)); budget < 0 {
 			return &content.TooLargeError{What: "the folder " + root, Limit: limit}
@@ -65,48 +71,68 @@ func readFolder(root string, limit int64) (map[string][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	for link, target := range links {
+		if excluded(ignores, target) {
+			return nil, fmt.Errorf("%s is a link to %s, which is hidden or named in a .fleetignore: such files stay out of a Bundle, linked or not", link, target)
+		}
+	}
 	return files, nil
 }
 
+// excluded says whether the file at rel, or a folder above it, is hidden or ignored.
+func excluded(ignores map[string][]string, rel string) bool {
+	parts := strings.Split(rel, "/")
+	for i := range parts {
+		if strings.HasPrefix(parts[i], ".") || ignored(ignores, strings.Join(parts[:i+1], "/"), i < len(parts)-1) {
+			return true
+		}
+	}
+	return false
+}
+
 // readFile reads the file at p (rel within root), following a link only to a file
-// inside root.
-func readFile(root, p, rel string, d fs.DirEntry, budget int64) ([]byte, error) {
+// inside root; for a link it also returns the target's path within root.
+func readFile(root, p, rel string, d fs.DirEntry, budget int64) ([]byte, string, error) {
+	inside := ""
 	switch {
 	case d.Type().IsRegular():
 	case d.Type()&fs.ModeSymlink != 0:
 		target, err := filepath.EvalSymlinks(p)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", rel, err)
+			return nil, "", fmt.Errorf("%s: %w", rel, err)
 		}
-		inside, err := filepath.Rel(root, target)
+		inside, err = filepath.Rel(root, target)
 		if err != nil || inside == ".." || strings.HasPrefix(inside, ".."+string(filepath.Separator)) || filepath.IsAbs(inside) {
-			return nil, fmt.Errorf("%s is a link to %s, outside the folder: links may only point inside it", rel, target)
+			return nil, "", fmt.Errorf("%s is a link to %s, outside the folder: links may only point inside it", rel, target)
 		}
-		fi, err := os.Stat(target)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", rel, err)
-		}
-		if !fi.Mode().IsRegular() {
-			return nil, fmt.Errorf("%s is a link to %s, which is not a file", rel, inside)
-		}
+		inside = filepath.ToSlash(inside)
 		p = target
 	default:
-		return nil, fmt.Errorf("%s is not a file (%s); only files and links to files go into a Bundle", rel, d.Type())
+		return nil, "", fmt.Errorf("%s is not a file (%s); only files and links to files go into a Bundle", rel, d.Type())
 	}
-	data, err := readBounded(p, max(budget, 0))
+	data, err := readRegular(p, max(budget, 0))
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", rel, err)
+		return nil, "", fmt.Errorf("%s: %w", rel, err)
 	}
-	return data, nil
+	return data, inside, nil
 }
 
-// readBounded reads the file at p, or fails when it holds more than limit bytes.
-func readBounded(p string, limit int64) ([]byte, error) {
+// readRegular reads the file at p if it is a regular file (checked on the opened
+// file, so that it cannot be swapped for a pipe or a device in between), at most limit
+// bytes of it.
+func readRegular(p string, limit int64) ([]byte, error) {
 	f, err := os.Open(p)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("not a file (%s)", fi.Mode().Type())
+	}
 	var buf bytes.Buffer
 	n, err := io.Copy(&buf, io.LimitReader(f, limit+1))
 	if err != nil {
@@ -118,17 +144,27 @@ func readBounded(p string, limit int64) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
+// readBounded reads the file at p, not following a link, if it is a regular file of
+// at most limit bytes.
+func readBounded(p string, limit int64) ([]byte, error) {
+	fi, err := os.Lstat(p)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a file (%s)", p, fi.Mode().Type())
+	}
+	return readRegular(p, limit)
+}
+
 // addIgnores reads the .fleetignore of the folder at p (rel within the root).
 func addIgnores(ignores map[string][]string, p, rel string) error {
-	data, err := os.ReadFile(filepath.Join(p, ignoreFile))
+	data, err := readBounded(filepath.Join(p, ignoreFile), maxFleetYAML)
 	if os.IsNotExist(err) {
 		return nil
 	}
 	if err != nil {
-		return err
-	}
-	if len(data) > maxFleetYAML {
-		return &content.TooLargeError{What: path.Join(rel, ignoreFile), Limit: maxFleetYAML}
+		return fmt.Errorf("%s: %w", path.Join(rel, ignoreFile), err)
 	}
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	for sc.Scan() {

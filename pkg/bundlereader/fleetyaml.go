@@ -91,6 +91,9 @@ func ParseFleetYAML(data []byte) (*FleetYAML, error) {
 	if err := dec.Decode(fy); err != nil {
 		return nil, fmt.Errorf("%w (see docs/fleet-yaml.md for the fields Flotilla reads)", err)
 	}
+	if fy.ValuesHash != "" || fy.ContentsID != "" || len(fy.Resources) > 0 {
+		return nil, fmt.Errorf("fleet.yaml may not set resources, contentsId or valuesHash: a Bundle's resources are the folder's files")
+	}
 	return fy, nil
 }
 

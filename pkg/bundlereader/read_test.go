@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 
@@ -106,6 +107,29 @@ func TestReadRefusesWhatLeavesTheFolder(t *testing.T) {
 			want:  "is not a file",
 		},
 		{
+			name: "a link to a hidden file (a checkout's token in .git/config)",
+			setup: func(dir string) {
+				must(t, os.MkdirAll(filepath.Join(dir, ".git"), 0o755))
+				must(t, os.WriteFile(filepath.Join(dir, ".git", "config"), []byte("extraheader = AUTHORIZATION: basic c2VjcmV0\n"), 0o644))
+				must(t, os.Symlink(".git/config", filepath.Join(dir, "leak.txt")))
+			},
+			want: "hidden or named in a .fleetignore",
+		},
+		{
+			name:  "a link to an ignored file",
+			files: map[string]string{"fleet.yaml": "{}\n", ".fleetignore": "secrets/*\n*.key\n", "secrets/db.yaml": "password: x\n", "tls.key": "KEY"},
+			setup: func(dir string) {
+				must(t, os.Symlink("secrets/db.yaml", filepath.Join(dir, "a.yaml")))
+				must(t, os.Symlink("tls.key", filepath.Join(dir, "b.txt")))
+			},
+			want: "hidden or named in a .fleetignore",
+		},
+		{
+			name:  "a .fleetignore that is a link to a device",
+			setup: func(dir string) { must(t, os.Symlink("/dev/zero", filepath.Join(dir, ".fleetignore"))) },
+			want:  "is not a file",
+		},
+		{
 			name:  "values files outside",
 			files: map[string]string{"fleet.yaml": "helm:\n  valuesFiles: [../secret.yaml]\n"},
 			want:  "is not a file of the folder",
@@ -177,6 +201,16 @@ func TestFleetYAMLWithAnUnknownFieldIsRefused(t *testing.T) {
 	_, err := Read(context.Background(), "x", dir, Options{})
 	if err == nil || !strings.Contains(err.Error(), "releasName") {
 		t.Fatalf("error %v, want one naming releasName", err)
+	}
+}
+
+func TestFleetYAMLCannotNameAnotherBundlesContentOrValues(t *testing.T) {
+	for _, field := range []string{"valuesHash: 0123abcd", "contentsId: s-0123abcd", "resources: [{name: x.yaml, content: 'kind: Secret'}]"} {
+		dir := folder(t, map[string]string{"fleet.yaml": "name: payments\n" + field + "\n"})
+		_, err := Read(context.Background(), "x", dir, Options{})
+		if err == nil || !strings.Contains(err.Error(), "may not set resources, contentsId or valuesHash") {
+			t.Errorf("%s: error %v, want it refused", field, err)
+		}
 	}
 }
 
@@ -432,5 +466,51 @@ func TestChartRepositoriesOverTLS(t *testing.T) {
 				t.Fatalf("error %v, want one containing %q", err, tc.err)
 			}
 		})
+	}
+}
+
+func TestCredentialsForMatchesWholeOrigins(t *testing.T) {
+	allowed, err := AllowCredentials(`https://charts\.example\.com`)
+	must(t, err)
+	a := Auth{Username: "u", Password: "p", SendCredentialsTo: allowed}
+	for rawURL, want := range map[string]bool{
+		"https://charts.example.com/index.yaml":              true,
+		"https://charts.example.com":                         true,
+		"https://charts.example.com?x=1":                     true,
+		"https://charts.example.com.attacker.net/index.yaml": false,
+		"https://charts.example.com@attacker.net/index.yaml": false,
+		"https://charts.example.com:8443/index.yaml":         false,
+		"http://charts.example.com/index.yaml":               false,
+		"https://attacker.net/?u=https://charts.example.com": false,
+		"https://u:p@charts.example.com/index.yaml":          false,
+	} {
+		if got := a.credentialsFor(rawURL); got != want {
+			t.Errorf("credentialsFor(%s) = %v, want %v", rawURL, got, want)
+		}
+	}
+}
+
+func TestCredentialsAreDroppedOnRedirectsElsewhere(t *testing.T) {
+	archive := chartArchive(t, map[string]string{"c/Chart.yaml": "apiVersion: v2\nname: c\nversion: 1.0.0\n"})
+	var sawAuth atomic.Value
+	sawAuth.Store("")
+	elsewhere := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sawAuth.Store(r.Header.Get("Authorization"))
+		_, _ = w.Write(archive)
+	}))
+	defer elsewhere.Close()
+	// Same host (127.0.0.1), another port: Go itself would keep the credentials.
+	home := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, elsewhere.URL+"/c.tgz", http.StatusFound)
+	}))
+	defer home.Close()
+	allowed, err := AllowCredentials(regexpQuote(home.URL + "/"))
+	must(t, err)
+	dir := folder(t, map[string]string{"fleet.yaml": "helm:\n  chart: " + home.URL + "/c.tgz\n"})
+	if _, err := Read(context.Background(), "x", dir, Options{Auth: Auth{Username: "u", Password: "p", SendCredentialsTo: allowed}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := sawAuth.Load().(string); got != "" {
+		t.Errorf("the server redirected to got Authorization %q", got)
 	}
 }

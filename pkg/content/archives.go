@@ -51,11 +51,15 @@ func expand(data []byte, budget *int64, limit int64, depth int) error {
 	if err != nil {
 		return nil
 	}
-	tr := tar.NewReader(zr)
+	tr := tar.NewReader(&capped{r: zr, left: 2 * limit, limit: limit})
 	for {
 		hd, err := tr.Next()
 		if errors.Is(err, io.EOF) {
 			return nil
+		}
+		var tooLarge *TooLargeError
+		if errors.As(err, &tooLarge) {
+			return err
 		}
 		if err != nil {
 			return nil
@@ -89,13 +93,17 @@ func Unpack(data []byte, limit int64) (map[string][]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("not a gzip archive: %w", err)
 	}
-	tr := tar.NewReader(zr)
+	tr := tar.NewReader(&capped{r: zr, left: 2 * limit, limit: limit})
 	files := map[string][]byte{}
 	budget := limit
 	for {
 		hd, err := tr.Next()
 		if errors.Is(err, io.EOF) {
 			break
+		}
+		var tooLarge *TooLargeError
+		if errors.As(err, &tooLarge) {
+			return nil, err
 		}
 		if err != nil {
 			return nil, fmt.Errorf("not a tar archive: %w", err)
@@ -137,4 +145,24 @@ func archivePath(name string) (string, error) {
 		return "", fmt.Errorf("%q leaves the chart archive", name)
 	}
 	return clean, nil
+}
+
+// capped reads at most left bytes of r, then fails with a TooLargeError: the bytes
+// of an archive's headers (a long name or extended header can take a megabyte each)
+// count too, not only its files'.
+type capped struct {
+	r           io.Reader
+	left, limit int64
+}
+
+func (c *capped) Read(p []byte) (int, error) {
+	if c.left <= 0 {
+		return 0, &TooLargeError{What: "the chart archive", Limit: c.limit}
+	}
+	if int64(len(p)) > c.left {
+		p = p[:c.left]
+	}
+	n, err := c.r.Read(p)
+	c.left -= int64(n)
+	return n, err
 }

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -119,4 +120,27 @@ func FuzzUnpack(f *testing.F) {
 			t.Fatalf("%d bytes unpacked, limit %d", total, limit)
 		}
 	})
+}
+
+// TestArchiveHeadersCount: an archive of entries with megabyte-long names (extended
+// headers) is refused for what it decompresses to, though its files are empty.
+func TestArchiveHeadersCount(t *testing.T) {
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(zw)
+	for i := 0; i < 20; i++ {
+		name := fmt.Sprintf("c/%d-%s", i, strings.Repeat("x", 200<<10))
+		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Typeflag: tar.TypeReg, Format: tar.FormatPAX}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = tw.Close()
+	_ = zw.Close()
+	var tooLarge *TooLargeError
+	if _, err := Unpack(buf.Bytes(), 1<<20); !errors.As(err, &tooLarge) {
+		t.Errorf("Unpack: %v, want a TooLargeError", err)
+	}
+	if err := CheckArchives(map[string][]byte{"charts/c.tgz": buf.Bytes()}, 1<<20); !errors.As(err, &tooLarge) {
+		t.Errorf("CheckArchives: %v, want a TooLargeError", err)
+	}
 }

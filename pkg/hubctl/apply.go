@@ -178,6 +178,9 @@ func saveBundle(ctx context.Context, client versioned.Interface, b *fleet.Bundle
 	if err != nil {
 		return fmt.Errorf("reading Bundle %s/%s: %w", b.Namespace, b.Name, err)
 	}
+	if owner := existing.Labels[RepoLabel]; owner != "" && owner != b.Labels[RepoLabel] {
+		return fmt.Errorf("Bundle %s/%s belongs to %s (label %s), not to this apply: give the folder another name (fleet.yaml name:) or delete that Bundle", b.Namespace, b.Name, owner, RepoLabel)
+	}
 	updated := existing.DeepCopy()
 	updated.Spec = b.Spec
 	updated.Labels = mergeStrings(updated.Labels, b.Labels)

@@ -3,6 +3,7 @@ package render
 import (
 	"fmt"
 	"path"
+	"regexp"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -90,20 +91,12 @@ func addResource(fs filesys.FileSystem, p, file string) error {
 	return fs.WriteFile(p, data)
 }
 
-// kustomizationFields are the fields of a kustomization that name files or folders
-// (bases included), each a list of strings, or of objects whose "path" names one.
-var kustomizationFields = []string{
-	"resources", "bases", "components", "crds", "patchesStrategicMerge",
-	"patches", "patchesJson6902", "configurations", "generators",
-	"transformers", "validators", "replacements",
-}
-
-// generatorFields name files inside each configMapGenerator and secretGenerator.
-var generatorFields = []string{"files", "envs", "env"}
-
-// checkReferences checks that everything the kustomization in dir refers to is a file
-// or folder inside the in-memory filesystem (the Bundle), and does so for the
-// kustomizations of the folders it refers to.
+// checkReferences checks, for the kustomization in dir and those of the folders it
+// refers to, that everything kustomize would read is one of the Bundle's files: the
+// kustomization is decoded as kustomize decodes it (field names in any case,
+// deprecated fields folded in), and each reference must be a plain relative path
+// inside the Bundle. kustomize takes anything else for a URL to fetch or a Git
+// repository to clone, and runs inline generator configurations as plugins.
 func checkReferences(fs filesys.FileSystem, dir string, seen map[string]bool) error {
 	if seen[dir] {
 		return nil
@@ -119,45 +112,57 @@ func checkReferences(fs filesys.FileSystem, dir string, seen map[string]bool) er
 	if file == "" {
 		return nil
 	}
+	display := strings.TrimPrefix(file, "/")
 	data, err := fs.ReadFile(file)
 	if err != nil {
 		return err
 	}
-	k := map[string]interface{}{}
-	if err := yaml.Unmarshal(data, &k); err != nil {
-		return fmt.Errorf("%s: %w", strings.TrimPrefix(file, "/"), err)
+	var k types.Kustomization
+	if err := k.Unmarshal(data); err != nil {
+		return fmt.Errorf("%s: %w", display, err)
 	}
-	if _, ok := k["helmCharts"]; ok {
-		return fmt.Errorf("%s: helmCharts is not supported: put the chart in fleet.yaml's helm instead", strings.TrimPrefix(file, "/"))
+	k.FixKustomization()
+	if len(k.HelmCharts) > 0 || k.HelmGlobals != nil {
+		return fmt.Errorf("%s: helmCharts is not supported: put the chart in fleet.yaml's helm instead", display)
 	}
-	var refs []string
-	for _, field := range kustomizationFields {
-		refs = append(refs, pathsOf(k[field])...)
-	}
-	if openapi, ok := k["openapi"].(map[string]interface{}); ok {
-		if p, ok := openapi["path"].(string); ok {
-			refs = append(refs, p)
+	refs := append([]string{}, k.Resources...)
+	refs = append(refs, k.Components...)
+	refs = append(refs, k.Crds...)
+	refs = append(refs, k.Configurations...)
+	refs = append(refs, k.Generators...)
+	refs = append(refs, k.Transformers...)
+	refs = append(refs, k.Validators...)
+	for _, p := range k.PatchesStrategicMerge {
+		if s := string(p); !strings.Contains(s, "\n") && !strings.HasPrefix(strings.TrimSpace(s), "{") {
+			refs = append(refs, s)
 		}
 	}
-	for _, gen := range []string{"configMapGenerator", "secretGenerator"} {
-		list, _ := k[gen].([]interface{})
-		for _, g := range list {
-			m, _ := g.(map[string]interface{})
-			for _, field := range generatorFields {
-				for _, ref := range pathsOf(m[field]) {
-					// files: [key=path]
-					if _, p, ok := strings.Cut(ref, "="); ok {
-						ref = p
-					}
-					refs = append(refs, ref)
-				}
+	for _, p := range append(append([]types.Patch{}, k.Patches...), k.PatchesJson6902...) {
+		if p.Path != "" {
+			refs = append(refs, p.Path)
+		}
+	}
+	for _, r := range k.Replacements {
+		if r.Path != "" {
+			refs = append(refs, r.Path)
+		}
+	}
+	if p, ok := k.OpenAPI["path"]; ok {
+		refs = append(refs, p)
+	}
+	for _, g := range append(append([]types.ConfigMapArgs{}, k.ConfigMapGenerator...), secretArgs(k.SecretGenerator)...) {
+		for _, f := range g.FileSources {
+			if _, p, ok := strings.Cut(f, "="); ok {
+				f = p
 			}
+			refs = append(refs, f)
 		}
+		refs = append(refs, g.EnvSources...)
 	}
 	for _, ref := range refs {
-		target := path.Join(dir, ref)
-		if strings.Contains(ref, "://") || strings.HasPrefix(ref, "/") || !strings.HasPrefix(target+"/", "/") || !fs.Exists(target) {
-			return fmt.Errorf("%s refers to %q, which is not a file of the Bundle: kustomize reads only the Bundle's own files (no URLs, no Git repositories)", strings.TrimPrefix(file, "/"), ref)
+		target, err := localReference(fs, dir, ref)
+		if err != nil {
+			return fmt.Errorf("%s refers to %q, which is not a file of the Bundle: %v; kustomize reads only the Bundle's own files (no URLs, no Git repositories, no inline generators)", display, ref, err)
 		}
 		if fs.IsDir(target) {
 			if err := checkReferences(fs, target, seen); err != nil {
@@ -168,22 +173,55 @@ func checkReferences(fs filesys.FileSystem, dir string, seen map[string]bool) er
 	return nil
 }
 
-// pathsOf lists the file references in v: strings that are not inline YAML, and the
-// "path" of objects.
-func pathsOf(v interface{}) []string {
-	list, _ := v.([]interface{})
-	var out []string
-	for _, e := range list {
-		switch x := e.(type) {
-		case string:
-			if !strings.Contains(x, "\n") && !strings.HasPrefix(strings.TrimSpace(x), "{") {
-				out = append(out, x)
+func secretArgs(in []types.SecretArgs) []types.ConfigMapArgs {
+	out := make([]types.ConfigMapArgs, 0, len(in))
+	for _, s := range in {
+		out = append(out, types.ConfigMapArgs{GeneratorArgs: s.GeneratorArgs})
+	}
+	return out
+}
+
+// plainPath is what a reference kustomize takes for a local path may hold.
+var plainPath = regexp.MustCompile(`^[A-Za-z0-9._/-]+$`)
+
+// localReference is the file or folder ref names from dir, or why it is not a local
+// one: not a plain relative path, outside the Bundle, missing, or a folder whose name
+// kustomize would take for a Git repository (a host name first, or .git / _git).
+func localReference(fs filesys.FileSystem, dir, ref string) (string, error) {
+	if !plainPath.MatchString(ref) || strings.HasPrefix(ref, "/") {
+		return "", fmt.Errorf("not a plain relative path")
+	}
+	rel := path.Clean(path.Join(strings.TrimPrefix(dir, "/"), ref))
+	if rel == ".." || strings.HasPrefix(rel, "../") {
+		return "", fmt.Errorf("outside the Bundle")
+	}
+	target := path.Join("/", rel)
+	if !fs.Exists(target) {
+		return "", fmt.Errorf("no such file")
+	}
+	if fs.IsDir(target) {
+		first := firstNamed(ref)
+		for i, seg := range strings.Split(ref, "/") {
+			if seg == "." || seg == ".." {
+				continue
 			}
-		case map[string]interface{}:
-			if p, ok := x["path"].(string); ok {
-				out = append(out, p)
+			if i == first && strings.Contains(seg, ".") {
+				return "", fmt.Errorf("a folder named like a host, which kustomize would clone")
+			}
+			if strings.HasSuffix(seg, ".git") || strings.Contains(seg, "_git") {
+				return "", fmt.Errorf("a folder named like a Git repository, which kustomize would clone")
 			}
 		}
 	}
-	return out
+	return target, nil
+}
+
+// firstNamed is the index of the first segment of ref that is not . or ..
+func firstNamed(ref string) int {
+	for i, seg := range strings.Split(ref, "/") {
+		if seg != "." && seg != ".." {
+			return i
+		}
+	}
+	return -1
 }

@@ -2,6 +2,7 @@ package render
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -194,16 +195,22 @@ func TestKustomizeReadsOnlyTheBundlesFiles(t *testing.T) {
 	}))
 	defer srv.Close()
 	for name, kustomization := range map[string]string{
-		"a resource by URL":              "resources:\n- " + srv.URL + "/cm.yaml\n",
-		"a Git base":                     "resources:\n- github.com/kubernetes-sigs/kustomize//examples/helloWorld?ref=v3.3.1\n",
-		"an scp-style Git base":          "bases:\n- git@github.com:owner/repo.git\n",
-		"a path out of the Bundle":       "resources:\n- ../../../../etc/kubernetes/admin.conf\n",
-		"an absolute path":               "resources:\n- /etc/passwd\n",
-		"a generator reading a file":     "configMapGenerator:\n- name: x\n  files:\n  - key=/etc/shadow\n",
-		"a component by URL":             "components:\n- " + srv.URL + "/component\n",
-		"Helm inflation":                 "helmCharts:\n- name: x\n  repo: " + srv.URL + "\n",
-		"a patch file out of the Bundle": "patches:\n- path: ../outside.yaml\n",
-		"an OpenAPI schema by URL":       "resources:\n- cm.yaml\nopenapi:\n  path: " + srv.URL + "/schema.json\n",
+		"a resource by URL":                 "resources:\n- " + srv.URL + "/cm.yaml\n",
+		"a Git base":                        "resources:\n- github.com/kubernetes-sigs/kustomize//examples/helloWorld?ref=v3.3.1\n",
+		"an scp-style Git base":             "bases:\n- git@github.com:owner/repo.git\n",
+		"a path out of the Bundle":          "resources:\n- ../../../../etc/kubernetes/admin.conf\n",
+		"an absolute path":                  "resources:\n- /etc/passwd\n",
+		"a generator reading a file":        "configMapGenerator:\n- name: x\n  files:\n  - key=/etc/shadow\n",
+		"a component by URL":                "components:\n- " + srv.URL + "/component\n",
+		"Helm inflation":                    "helmCharts:\n- name: x\n  repo: " + srv.URL + "\n",
+		"a patch file out of the Bundle":    "patches:\n- path: ../outside.yaml\n",
+		"an OpenAPI schema by URL":          "resources:\n- cm.yaml\nopenapi:\n  path: " + srv.URL + "/schema.json\n",
+		"field names in another case":       "Resources:\n- " + srv.URL + "/cm.yaml\n",
+		"a generator file by URL, any case": "ConfigMapGenerator:\n- name: leak\n  Files: [creds=" + srv.URL + "/creds]\n",
+		"an inline generator":               "generators:\n- |\n  apiVersion: builtin\n  kind: ConfigMapGenerator\n  metadata: {name: leak}\n  files: [k=" + srv.URL + "/x]\n",
+		"an inline transformer":             "transformers:\n- '{apiVersion: builtin, kind: PatchTransformer, metadata: {name: p}, path: \"" + srv.URL + "/p.yaml\"}'\n",
+		"env, singular":                     "configMapGenerator:\n- name: x\n  env: " + srv.URL + "/x.env\n",
+		"a braced file source":              "configMapGenerator:\n- name: x\n  files: [\"{k=" + srv.URL + "/x\"]\n",
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := template(t, map[string]string{"base/kustomization.yaml": kustomization, "base/cm.yaml": cm("x", "")},
@@ -215,6 +222,18 @@ func TestKustomizeReadsOnlyTheBundlesFiles(t *testing.T) {
 				t.Errorf("error %v, want one saying kustomize reads only the Bundle's files", err)
 			}
 		})
+	}
+	// A folder of the Bundle named like a Git repository is not handed to kustomize,
+	// which would clone it rather than read it.
+	for _, name := range []string{"github.com/attacker/repo", "repo.git"} {
+		_, err := template(t, map[string]string{
+			"base/kustomization.yaml":              "resources:\n- " + name + "\n",
+			"base/" + name + "/kustomization.yaml": "resources: [cm.yaml]\n",
+			"base/" + name + "/cm.yaml":            cm("x", ""),
+		}, fleet.BundleDeploymentOptions{Kustomize: &fleet.KustomizeOptions{Dir: "base"}})
+		if err == nil || !strings.Contains(err.Error(), "would clone") {
+			t.Errorf("%s: error %v, want it refused", name, err)
+		}
 	}
 	if hits.Load() != 0 {
 		t.Errorf("the server was asked %d times", hits.Load())
@@ -252,5 +271,20 @@ func TestTargetNamespaceRefusesClusterScopedObjects(t *testing.T) {
 	out, err := Template(context.Background(), r, "team", "rel")
 	if err != nil || !strings.Contains(out, "namespace: team") {
 		t.Fatalf("%v: want the ConfigMap in namespace team:\n%s", err, out)
+	}
+}
+
+func TestOverlayPatchesCannotGrowWithoutBound(t *testing.T) {
+	var ops []string
+	ops = append(ops, `{"op": "add", "path": "/data/b0", "value": "`+strings.Repeat("x", 1000)+`"}`)
+	for i := 1; i < 40; i++ {
+		ops = append(ops, fmt.Sprintf(`{"op": "copy", "from": "/data", "path": "/data/b%d"}`, i))
+	}
+	_, err := template(t, map[string]string{
+		"cm.yaml":                    cm("a", "data:\n  x: y\n"),
+		"overlays/big/cm_patch.yaml": "[" + strings.Join(ops, ",") + "]",
+	}, fleet.BundleDeploymentOptions{YAML: &fleet.YAMLOptions{Overlays: []string{"big"}}})
+	if err == nil || !strings.Contains(err.Error(), "copy") {
+		t.Fatalf("error %v, want the copies refused", err)
 	}
 }

@@ -4,9 +4,13 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
+	"reflect"
+	"regexp"
 	"sort"
 	"strings"
 	"text/template"
+	"text/template/parse"
 
 	"github.com/Masterminds/sprig/v3"
 	"sigs.k8s.io/yaml"
@@ -19,11 +23,15 @@ import (
 const clusterLabelPrefix = "global.fleet.clusterLabels."
 
 // maxTemplateOutput bounds what templating one Bundle's values for one cluster may
-// produce; maxRepeat bounds the counts given to functions that repeat.
+// produce, function results on the way included; maxRepeat bounds the counts given
+// to functions that repeat or count.
 const (
 	maxTemplateOutput = 1 << 20
 	maxRepeat         = 10000
 	maxValuesDepth    = 50
+	// maxCount bounds the numbers untilStep counts between (sprig's loop overflows
+	// near the ends of int).
+	maxCount = 1 << 40
 )
 
 // Template resolves, in options' Helm values, what depends on the cluster, as Fleet's
@@ -48,14 +56,15 @@ func Template(options fleet.BundleDeploymentOptions, cluster *fleet.Cluster) (fl
 	}
 	if !h.DisablePreProcess {
 		context := templateContext(cluster)
-		rendered, err := renderValues(values, context)
+		b := &budget{left: maxTemplateOutput}
+		rendered, err := renderValues(values, context, b)
 		if err != nil {
 			return options, err
 		}
 		values = rendered
 		for _, key := range sortedKeys(h.TemplateValues) {
 			var v interface{}
-			text, err := execute("helm.templateValues."+key, h.TemplateValues[key], context)
+			text, err := execute("helm.templateValues."+key, h.TemplateValues[key], context, b)
 			if err != nil {
 				return options, err
 			}
@@ -151,7 +160,7 @@ func anyString(v interface{}, f func(string) bool) bool {
 }
 
 // renderValues executes values, as YAML, as one template.
-func renderValues(values map[string]interface{}, context map[string]interface{}) (map[string]interface{}, error) {
+func renderValues(values map[string]interface{}, context map[string]interface{}, b *budget) (map[string]interface{}, error) {
 	if !hasTemplate(values) {
 		return values, nil
 	}
@@ -159,7 +168,7 @@ func renderValues(values map[string]interface{}, context map[string]interface{})
 	if err != nil {
 		return nil, err
 	}
-	text, err := execute("helm.values", string(data), context)
+	text, err := execute("helm.values", string(data), context, b)
 	if err != nil {
 		return nil, err
 	}
@@ -170,31 +179,95 @@ func renderValues(values map[string]interface{}, context map[string]interface{})
 	return out, nil
 }
 
-// errTooLong: a template wrote more than maxTemplateOutput bytes.
-var errTooLong = fmt.Errorf("the template writes more than %d bytes", maxTemplateOutput)
+// budget is what templating may produce for one cluster: every function's result
+// and what the templates write count against it, so that no chain of functions can
+// grow values without bound.
+type budget struct{ left int64 }
 
-type limitedBuffer struct{ bytes.Buffer }
+// errBudget: the templates of one cluster produced more than maxTemplateOutput bytes.
+var errBudget = fmt.Errorf("the templates produce more than %d bytes", maxTemplateOutput)
 
-func (b *limitedBuffer) Write(p []byte) (int, error) {
-	if b.Len()+len(p) > maxTemplateOutput {
-		return 0, errTooLong
+func (b *budget) charge(n int64) error {
+	if b.left -= n; b.left < 0 {
+		return errBudget
 	}
-	return b.Buffer.Write(p)
+	return nil
 }
 
-func execute(name, text string, context map[string]interface{}) (string, error) {
-	tmpl, err := template.New(name).Funcs(templateFuncs()).Option("missingkey=error").Delims("${", "}").Parse(text)
+// Write counts what a template writes.
+func (b *budget) writer(w *bytes.Buffer) *budgetWriter { return &budgetWriter{b: b, w: w} }
+
+type budgetWriter struct {
+	b *budget
+	w *bytes.Buffer
+}
+
+func (bw *budgetWriter) Write(p []byte) (int, error) {
+	if err := bw.b.charge(int64(len(p))); err != nil {
+		return 0, err
+	}
+	return bw.w.Write(p)
+}
+
+func execute(name, text string, context map[string]interface{}, b *budget) (string, error) {
+	tmpl, err := template.New(name).Funcs(templateFuncs(b)).Option("missingkey=error").Delims("${", "}").Parse(text)
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", name, err)
 	}
-	var out limitedBuffer
-	if err := tmpl.Execute(&out, context); err != nil {
-		if errors.Is(err, errTooLong) {
-			return "", fmt.Errorf("%s: %w", name, errTooLong)
+	if err := checkTree(tmpl); err != nil {
+		return "", fmt.Errorf("%s: %w", name, err)
+	}
+	var out bytes.Buffer
+	if err := tmpl.Execute(b.writer(&out), context); err != nil {
+		if errors.Is(err, errBudget) {
+			return "", fmt.Errorf("%s: %w", name, errBudget)
 		}
 		return "", fmt.Errorf("%s: %w", name, err)
 	}
 	return out.String(), nil
+}
+
+// checkTree refuses what would let a template run without bound: loops (range) and
+// templates calling templates (define, block, template). Values need neither.
+func checkTree(tmpl *template.Template) error {
+	if len(tmpl.Templates()) > 1 {
+		return errors.New("define and block are not allowed in values")
+	}
+	if tmpl.Tree == nil {
+		return nil
+	}
+	return checkNodes(tmpl.Tree.Root)
+}
+
+func checkNodes(node parse.Node) error {
+	switch n := node.(type) {
+	case nil:
+		return nil
+	case *parse.ListNode:
+		if n == nil {
+			return nil
+		}
+		for _, c := range n.Nodes {
+			if err := checkNodes(c); err != nil {
+				return err
+			}
+		}
+	case *parse.RangeNode:
+		return errors.New("range is not allowed in values")
+	case *parse.TemplateNode:
+		return errors.New("template is not allowed in values")
+	case *parse.IfNode:
+		if err := checkNodes(n.List); err != nil {
+			return err
+		}
+		return checkNodes(n.ElseList)
+	case *parse.WithNode:
+		if err := checkNodes(n.List); err != nil {
+			return err
+		}
+		return checkNodes(n.ElseList)
+	}
+	return nil
 }
 
 // unsafeFuncs are sprig functions templates may not call: those that read the hub's
@@ -202,63 +275,173 @@ func execute(name, text string, context map[string]interface{}) (string, error) 
 // (values would differ at every look, and the cluster be redeployed each time), and
 // those that cost far more than their input (key generation, password hashing).
 var unsafeFuncs = []string{
-	"env", "expandenv", "getHostByName", "include", "tpl",
+	"env", "expandenv", "getHostByName", "include", "tpl", "seq",
 	"now", "date", "dateInZone", "date_in_zone", "dateModify", "date_modify", "mustDateModify", "must_date_modify", "ago", "unixEpoch", "htmlDate", "htmlDateInZone",
 	"randAlpha", "randAlphaNum", "randAscii", "randNumeric", "randBytes", "randInt", "uuidv4", "shuffle",
 	"genPrivateKey", "genCA", "genCAWithKey", "genSelfSignedCert", "genSelfSignedCertWithKey", "genSignedCert", "genSignedCertWithKey",
 	"derivePassword", "bcrypt", "htpasswd", "encryptAES", "decryptAES",
 }
 
-// templateFuncs are sprig's functions less unsafeFuncs, with the counts of those
-// that repeat or count bounded.
-func templateFuncs() template.FuncMap {
+// wideFormat: a printf width or precision of five digits or more, or one taken from
+// the arguments.
+var wideFormat = regexp.MustCompile(`%[-+# 0]*(\d{5,}|\*)|\.(\d{5,}|\*)`)
+
+// templateFuncs are sprig's functions less unsafeFuncs, and Go's print functions, each
+// charging its result to b; those that can make far more than their input check
+// first what they would make.
+func templateFuncs(b *budget) template.FuncMap {
 	f := sprig.TxtFuncMap()
 	for _, name := range unsafeFuncs {
 		delete(f, name)
 	}
-	bounded := func(n int) error {
-		if n > maxRepeat {
-			return fmt.Errorf("count %d is more than %d", n, maxRepeat)
+	checked := func(n int64) error {
+		if n < 0 || n > b.left {
+			return errBudget
+		}
+		return nil
+	}
+	count := func(n int) error {
+		if n < 0 || n > maxRepeat {
+			return fmt.Errorf("count %d is not between 0 and %d", n, maxRepeat)
 		}
 		return nil
 	}
 	repeat := f["repeat"].(func(int, string) string)
 	f["repeat"] = func(n int, s string) (string, error) {
-		if err := bounded(n); err != nil {
+		if err := count(n); err != nil {
+			return "", err
+		}
+		if err := checked(int64(n) * int64(len(s))); err != nil {
 			return "", err
 		}
 		return repeat(n, s), nil
 	}
-	indent := f["indent"].(func(int, string) string)
-	f["indent"] = func(n int, s string) (string, error) {
-		if err := bounded(n); err != nil {
-			return "", err
+	for _, name := range []string{"indent", "nindent"} {
+		indent := f[name].(func(int, string) string)
+		f[name] = func(n int, s string) (string, error) {
+			if err := count(n); err != nil {
+				return "", err
+			}
+			if err := checked(int64(len(s)) + int64(n)*int64(strings.Count(s, "\n")+2)); err != nil {
+				return "", err
+			}
+			return indent(n, s), nil
 		}
-		return indent(n, s), nil
-	}
-	nindent := f["nindent"].(func(int, string) string)
-	f["nindent"] = func(n int, s string) (string, error) {
-		if err := bounded(n); err != nil {
-			return "", err
-		}
-		return nindent(n, s), nil
 	}
 	until := f["until"].(func(int) []int)
 	f["until"] = func(n int) ([]int, error) {
-		if err := bounded(n); err != nil {
+		if err := count(n); err != nil {
 			return nil, err
 		}
 		return until(n), nil
 	}
 	untilStep := f["untilStep"].(func(int, int, int) []int)
 	f["untilStep"] = func(start, stop, step int) ([]int, error) {
-		if step == 0 || (stop-start)/step > maxRepeat || (stop-start)/step < -maxRepeat {
+		if step == 0 || math.Abs(float64(start)) > maxCount || math.Abs(float64(stop)) > maxCount || math.Abs((float64(stop)-float64(start))/float64(step)) > maxRepeat {
 			return nil, fmt.Errorf("untilStep %d %d %d: more than %d steps", start, stop, step, maxRepeat)
 		}
 		return untilStep(start, stop, step), nil
 	}
-	delete(f, "seq")
+	replace := f["replace"].(func(string, string, string) string)
+	f["replace"] = func(old, new, s string) (string, error) {
+		if err := checked(replaced(len(s), len(old), len(new))); err != nil {
+			return "", err
+		}
+		return replace(old, new, s), nil
+	}
+	for _, name := range []string{"regexReplaceAll", "regexReplaceAllLiteral"} {
+		re := f[name].(func(string, string, string) string)
+		f[name] = func(regex, s, repl string) (string, error) {
+			if err := checked(replaced(len(s), 0, len(repl))); err != nil {
+				return "", err
+			}
+			return re(regex, s, repl), nil
+		}
+	}
+	f["printf"] = func(format string, args ...interface{}) (string, error) {
+		if wideFormat.MatchString(format) {
+			return "", fmt.Errorf("printf %q: widths and precisions are at most 9999", format)
+		}
+		return fmt.Sprintf(format, args...), nil
+	}
+	f["print"] = fmt.Sprint
+	f["println"] = fmt.Sprintln
+	f["html"] = template.HTMLEscaper
+	f["js"] = template.JSEscaper
+	f["urlquery"] = template.URLQueryEscaper
+	for name, fn := range f {
+		f[name] = charging(fn, b)
+	}
 	return f
+}
+
+// replaced is the most bytes replacing old (empty: between every byte) with new in
+// a string of n bytes can make.
+func replaced(n, old, new int) int64 {
+	matches := int64(n) + 1
+	if old > 0 {
+		matches = int64(n/old) + 1
+	}
+	return int64(n) + matches*int64(new)
+}
+
+var errorType = reflect.TypeOf((*error)(nil)).Elem()
+
+// charging wraps fn so that its result is charged to b, an error once b is spent.
+func charging(fn interface{}, b *budget) interface{} {
+	v := reflect.ValueOf(fn)
+	t := v.Type()
+	if t.Kind() != reflect.Func || t.NumOut() == 0 || t.NumOut() > 2 {
+		return fn
+	}
+	ins := make([]reflect.Type, t.NumIn())
+	for i := range ins {
+		ins[i] = t.In(i)
+	}
+	outs := []reflect.Type{t.Out(0), errorType}
+	wrapped := reflect.FuncOf(ins, outs, t.IsVariadic())
+	return reflect.MakeFunc(wrapped, func(args []reflect.Value) []reflect.Value {
+		var res []reflect.Value
+		if t.IsVariadic() {
+			res = v.CallSlice(args)
+		} else {
+			res = v.Call(args)
+		}
+		errValue := reflect.Zero(errorType)
+		if len(res) == 2 && !res[1].IsNil() {
+			return []reflect.Value{res[0], res[1]}
+		}
+		if err := b.charge(sizeOf(res[0])); err != nil {
+			errValue = reflect.ValueOf(&err).Elem()
+		}
+		return []reflect.Value{res[0], errValue}
+	}).Interface()
+}
+
+// sizeOf is about how many bytes v holds: strings and byte slices their length,
+// lists and maps a word per element more.
+func sizeOf(v reflect.Value) int64 {
+	switch v.Kind() {
+	case reflect.String:
+		return int64(v.Len())
+	case reflect.Slice, reflect.Array:
+		if v.Type().Elem().Kind() == reflect.Uint8 {
+			return int64(v.Len())
+		}
+		n := int64(v.Len()) * 16
+		for i := 0; i < v.Len() && i < 1000; i++ {
+			n += sizeOf(v.Index(i))
+		}
+		return n
+	case reflect.Map:
+		return int64(v.Len()) * 32
+	case reflect.Interface, reflect.Pointer:
+		if v.IsNil() {
+			return 8
+		}
+		return sizeOf(v.Elem())
+	}
+	return 8
 }
 
 func sortedKeys(m map[string]string) []string {

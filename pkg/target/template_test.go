@@ -1,6 +1,7 @@
 package target
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -35,9 +36,18 @@ func TestTemplate(t *testing.T) {
 		{name: "time is not allowed", values: "x: ${ now }\n", err: "function \"now\" not defined"},
 		{name: "random is not allowed", values: "x: ${ randAlpha 5 }\n", err: "function \"randAlpha\" not defined"},
 		{name: "DNS is not allowed", values: "x: ${ getHostByName \"example.com\" }\n", err: "not defined"},
-		{name: "a huge repeat is refused", values: "x: ${ repeat 100000000 \"x\" }\n", err: "more than 10000"},
-		{name: "a huge range is refused", values: "x: ${ range until 100000000 }x${ end }\n", err: "more than 10000"},
-		{name: "output is bounded", values: "x: ${ range until 10000 }${ repeat 10000 \"x\" }${ end }\n", err: "writes more than"},
+		{name: "a huge repeat is refused", values: "x: ${ repeat 100000000 \"x\" }\n", err: "not between 0 and 10000"},
+		{name: "a huge until is refused", values: "x: ${ until 100000000 | len }\n", err: "not between 0 and 10000"},
+		{name: "range is refused", values: "x: ${ range 1000000000000 }${ end }\n", err: "range is not allowed"},
+		{name: "a negative count is refused", values: "x: ${ len (until -9223372036854775807) }\n", err: "not between 0 and 10000"},
+		{name: "untilStep cannot overflow", values: "x: ${ untilStep -9223372036854775808 9223372036854775807 1 }\n", err: "more than 10000 steps"},
+		{name: "untilStep near the top", values: "x: ${ untilStep 9223372036854775800 9223372036854775807 100 }\n", err: "more than 10000 steps"},
+		{name: "recursion is refused", values: "x: ${ define \"f\" }${ template \"f\" }${ template \"f\" }${ end }${ template \"f\" }\n", err: "not allowed"},
+		{name: "a repeat of repeats is bounded", values: "x: ${ $a := repeat 10000 \"xxxxxxxxxx\" }${ $b := repeat 10000 $a }${ len $b }\n", err: "produce more than"},
+		{name: "doubling a string is bounded", values: "x: ${ $s := repeat 1000 \"x\" }" + strings.Repeat("${ $s = print $s $s }", 20) + "${ len $s }\n", err: "produce more than"},
+		{name: "a wide printf is refused", values: "x: ${ printf \"%1000000d\" 1 }\n", err: "widths and precisions"},
+		{name: "replace cannot blow up", values: "x: ${ replace \"\" (repeat 1000 \"y\") (repeat 2000 \"z\") }\n", err: "produce more than"},
+		{name: "the budget is per cluster, not per template", values: "a: 1\n", template: manyTemplates(20, "${ repeat 10000 (repeat 10 \"x\") }"), err: "produce more than"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -65,4 +75,12 @@ func TestTemplate(t *testing.T) {
 			}
 		})
 	}
+}
+
+func manyTemplates(n int, text string) map[string]string {
+	out := map[string]string{}
+	for i := 0; i < n; i++ {
+		out[fmt.Sprintf("k%d", i)] = text
+	}
+	return out
 }
