@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -72,12 +73,12 @@ spec:
 		t.Fatal(err)
 	}
 	credentials := []string{"--username", "u", "--password-file", password}
-	for _, b := range hubApply(t, hub, private, "private", append(credentials, "--helm-repo-url-regex", quoteMeta(repo.URL+"/private/"))...) {
+	for _, b := range hubApply(t, hub, private, "private", append(credentials, "--helm-repo-url-regex", regexp.QuoteMeta(repo.URL+"/private/"))...) {
 		bundles[b] = true
 	}
 	host := ociRegistryWithGuestbook(t, repo.guestbook)
 	oci := writeFolder(t, map[string]string{"fleet.yaml": "defaultNamespace: from-oci\nhelm:\n  repo: oci://" + host + "/charts/guestbook\n  version: 0.0.1\n"})
-	for _, b := range hubApply(t, hub, oci, "oci", append(credentials, "--helm-basic-http", "--helm-repo-url-regex", quoteMeta("oci://"+host+"/"))...) {
+	for _, b := range hubApply(t, hub, oci, "oci", append(credentials, "--helm-basic-http", "--helm-repo-url-regex", regexp.QuoteMeta("oci://"+host+"/"))...) {
 		bundles[b] = true
 	}
 
@@ -173,17 +174,6 @@ func writeFolder(t *testing.T, files map[string]string) string {
 		}
 	}
 	return dir
-}
-
-func quoteMeta(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		if strings.ContainsRune(`\.+*?()|[]{}^$`, r) {
-			b.WriteRune('\\')
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
 }
 
 // ociRegistryWithGuestbook starts an OCI registry that wants user u, password p, pushes

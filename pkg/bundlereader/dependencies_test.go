@@ -2,8 +2,10 @@ package bundlereader
 
 import (
 	"context"
+	"maps"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -47,7 +49,7 @@ func TestChartDependenciesAreDownloadedWhenTheBundleIsMade(t *testing.T) {
 		}
 	}
 	if len(got) != 2 || got["app/charts/sub-1.2.0.tgz"] == "" || got["app/charts/local-0.1.0.tgz"] == "" {
-		t.Fatalf("archives %v, want sub-1.2.0 (the newest ^1.0.0) and local-0.1.0; vendored is there already", keysOf(got))
+		t.Fatalf("archives %v, want sub-1.2.0 (the newest ^1.0.0) and local-0.1.0; vendored is there already", slices.Sorted(maps.Keys(got)))
 	}
 	decoded, err := content.Files([]fleet.BundleResource{{Name: "x.tgz", Content: got["app/charts/local-0.1.0.tgz"], Encoding: "base64+gz"}}, 1<<20)
 	if err != nil {
@@ -58,7 +60,7 @@ func TestChartDependenciesAreDownloadedWhenTheBundleIsMade(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, ok := inner["local/templates/x.yaml"]; !ok {
-		t.Errorf("the packed file:// chart holds %v", keysOf2(inner))
+		t.Errorf("the packed file:// chart holds %v", slices.Sorted(maps.Keys(inner)))
 	}
 
 	hits.Store(0)
@@ -81,20 +83,4 @@ func TestChartDependenciesAreDownloadedWhenTheBundleIsMade(t *testing.T) {
 	if _, err := Read(context.Background(), "x", folder(t, files), Options{}); err == nil || !strings.Contains(err.Error(), "leaves the folder") {
 		t.Fatalf("error %v, want a file:// repository out of the folder refused", err)
 	}
-}
-
-func keysOf(m map[string]string) []string {
-	var out []string
-	for k := range m {
-		out = append(out, k)
-	}
-	return out
-}
-
-func keysOf2(m map[string][]byte) []string {
-	var out []string
-	for k := range m {
-		out = append(out, k)
-	}
-	return out
 }

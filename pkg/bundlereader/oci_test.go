@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -49,7 +50,7 @@ func TestChartsComeFromOCIRegistriesWithCredentials(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	allowed, err := AllowCredentials(regexpQuote("oci://" + host + "/charts/"))
+	allowed, err := AllowCredentials(regexp.QuoteMeta("oci://" + host + "/charts/"))
 	must(t, err)
 	auth := Auth{Username: "u", Password: "p", PlainHTTP: true, SendCredentialsTo: allowed}
 

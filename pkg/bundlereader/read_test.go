@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -369,7 +370,7 @@ func TestCredentialsGoOnlyWhereAllowed(t *testing.T) {
 	defer srv.Close()
 	dir := folder(t, map[string]string{"fleet.yaml": "helm:\n  chart: " + srv.URL + "/private/c.tgz\n"})
 
-	allowed, err := AllowCredentials(regexpQuote(srv.URL + "/private/"))
+	allowed, err := AllowCredentials(regexp.QuoteMeta(srv.URL + "/private/"))
 	must(t, err)
 	b, err := Read(context.Background(), "x", dir, Options{Auth: Auth{Username: "u", Password: "p", SendCredentialsTo: allowed}})
 	if err != nil {
@@ -379,7 +380,7 @@ func TestCredentialsGoOnlyWhereAllowed(t *testing.T) {
 		t.Errorf("resources %v: want the downloaded chart", resourceNames(b))
 	}
 
-	elsewhere, err := AllowCredentials(regexpQuote("https://charts.example.com/"))
+	elsewhere, err := AllowCredentials(regexp.QuoteMeta("https://charts.example.com/"))
 	must(t, err)
 	sawAuth = nil
 	_, err = Read(context.Background(), "x", dir, Options{Auth: Auth{Username: "u", Password: "p", SendCredentialsTo: elsewhere}})
@@ -389,17 +390,6 @@ func TestCredentialsGoOnlyWhereAllowed(t *testing.T) {
 	if len(sawAuth) != 1 || sawAuth[0] != "/private/c.tgz::" {
 		t.Errorf("the server saw %q: credentials must not be sent to a URL the pattern does not allow", sawAuth)
 	}
-}
-
-func regexpQuote(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		if strings.ContainsRune(`\.+*?()|[]{}^$`, r) {
-			b.WriteRune('\\')
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
 }
 
 func TestPickTag(t *testing.T) {
@@ -504,7 +494,7 @@ func TestCredentialsAreDroppedOnRedirectsElsewhere(t *testing.T) {
 		http.Redirect(w, r, elsewhere.URL+"/c.tgz", http.StatusFound)
 	}))
 	defer home.Close()
-	allowed, err := AllowCredentials(regexpQuote(home.URL + "/"))
+	allowed, err := AllowCredentials(regexp.QuoteMeta(home.URL + "/"))
 	must(t, err)
 	dir := folder(t, map[string]string{"fleet.yaml": "helm:\n  chart: " + home.URL + "/c.tgz\n"})
 	if _, err := Read(context.Background(), "x", dir, Options{Auth: Auth{Username: "u", Password: "p", SendCredentialsTo: allowed}}); err != nil {
