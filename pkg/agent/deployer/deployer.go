@@ -278,7 +278,17 @@ func deploymentLabel(bd *fleet.BundleDeployment) string {
 
 // releaseLabels are the labels the agent puts on the releases it makes.
 func releaseLabels(bd *fleet.BundleDeployment) map[string]string {
-	return map[string]string{names.BundleDeploymentLabel: bd.Name, names.DeploymentIDLabel: deploymentLabel(bd)}
+	labels := map[string]string{names.BundleDeploymentLabel: bd.Name, names.DeploymentIDLabel: deploymentLabel(bd)}
+	if bd.Spec.Options.KeepResources {
+		labels[names.KeepResourcesLabel] = "true"
+	}
+	return labels
+}
+
+// keepsResources says whether rel's objects stay when its BundleDeployment goes: the
+// Bundle asked so (keepResources) when the release was last deployed.
+func keepsResources(rel *release.Release) bool {
+	return rel.Labels[names.KeepResourcesLabel] == "true"
 }
 
 // recordDeploy puts the outcome of a deployment, rel or err, into status.
@@ -720,7 +730,11 @@ func (d *Deployer) uninstallReleases(releases []*release.Release) error {
 			continue
 		}
 		seen[key] = true
-		if err := d.uninstallRelease(rel.Namespace, rel.Name); err != nil {
+		uninstall := d.uninstallRelease
+		if keepsResources(rel) {
+			uninstall = d.forgetRelease
+		}
+		if err := uninstall(rel.Namespace, rel.Name); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -742,6 +756,33 @@ func (d *Deployer) uninstallRelease(namespace, name string) error {
 		return fmt.Errorf("uninstalling release %s/%s: %w", namespace, name, err)
 	}
 	d.Log.WithField("release", namespace+"/"+name).Info("Uninstalled the release of a removed BundleDeployment")
+	return nil
+}
+
+// forgetRelease deletes every revision of a release from Helm's storage and leaves
+// its objects where they are (keepResources): no longer Helm's, nor Flotilla's.
+func (d *Deployer) forgetRelease(namespace, name string) error {
+	if !d.ops.begin() {
+		return errStopping
+	}
+	defer d.ops.end()
+	cfg, err := d.config(namespace)
+	if err != nil {
+		return err
+	}
+	history, err := cfg.Releases.History(name)
+	if errors.Is(err, driver.ErrReleaseNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reading release %s/%s: %w", namespace, name, err)
+	}
+	for _, rel := range history {
+		if _, err := cfg.Releases.Delete(rel.Name, rel.Version); err != nil && !errors.Is(err, driver.ErrReleaseNotFound) {
+			return fmt.Errorf("forgetting release %s/%s: %w", namespace, name, err)
+		}
+	}
+	d.Log.WithField("release", namespace+"/"+name).Info("Forgot the release of a removed BundleDeployment and kept its objects (keepResources)")
 	return nil
 }
 

@@ -37,9 +37,6 @@ func unsupportedOptions(at string, o fleet.BundleDeploymentOptions) []string {
 	if o.ServiceAccount != "" {
 		fields = append(fields, at+".serviceAccount")
 	}
-	if o.KeepResources {
-		fields = append(fields, at+".keepResources")
-	}
 	if len(o.IgnoreOptions.Conditions) > 0 {
 		fields = append(fields, at+".ignore.conditions")
 	}

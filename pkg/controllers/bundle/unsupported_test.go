@@ -20,7 +20,8 @@ func TestUnsupportedFieldsAreNamed(t *testing.T) {
 		{"rolloutStrategy", fleet.BundleSpec{RolloutStrategy: &fleet.RolloutStrategy{MaxUnavailable: &one}}, "spec.rolloutStrategy"},
 		{"dependsOn", fleet.BundleSpec{DependsOn: []fleet.BundleRef{{Name: "crds"}}}, "spec.dependsOn"},
 		{"serviceAccount", fleet.BundleSpec{BundleDeploymentOptions: fleet.BundleDeploymentOptions{ServiceAccount: "deployer"}}, "spec.serviceAccount"},
-		{"keepResources in a target", fleet.BundleSpec{Targets: []fleet.BundleTarget{{}, {Name: "prod", BundleDeploymentOptions: fleet.BundleDeploymentOptions{KeepResources: true}}}}, "spec.targets[prod].keepResources"},
+		{"serviceAccount in a target", fleet.BundleSpec{Targets: []fleet.BundleTarget{{}, {Name: "prod", BundleDeploymentOptions: fleet.BundleDeploymentOptions{ServiceAccount: "x"}}}}, "spec.targets[prod].serviceAccount"},
+		{"keepResources is done", fleet.BundleSpec{BundleDeploymentOptions: fleet.BundleDeploymentOptions{KeepResources: true}}, ""},
 		{"ignore.conditions in an unnamed target", fleet.BundleSpec{Targets: []fleet.BundleTarget{{BundleDeploymentOptions: fleet.BundleDeploymentOptions{IgnoreOptions: fleet.IgnoreOptions{Conditions: []map[string]string{{"type": "Progressing"}}}}}}}, "spec.targets[target000].ignore.conditions"},
 		{"keepFailHistory", fleet.BundleSpec{BundleDeploymentOptions: fleet.BundleDeploymentOptions{CorrectDrift: &fleet.CorrectDrift{Enabled: true, KeepFailHistory: true}}}, "spec.correctDrift.keepFailHistory"},
 	}
