@@ -28,7 +28,7 @@ type dependencies struct {
 // folder lacks, as `helm dependency update` would and as Fleet's apply does: from the
 // chart repository, OCI registry or folder (file://, inside the folder) each names,
 // packed into charts/<name>-<version>.tgz. Agents never download them.
-func addDependencies(ctx context.Context, files map[string][]byte, d func() (*downloader, error), budget *int64, limit int64) error {
+func addDependencies(ctx context.Context, files map[string][]byte, f *fetcher) error {
 	for _, dir := range chartDirs(files) {
 		deps, err := chartDependencies(files, dir)
 		if err != nil {
@@ -38,15 +38,14 @@ func addDependencies(ctx context.Context, files map[string][]byte, d func() (*do
 			if dep.Repository == "" || hasDependency(files, dir, dep.Name) {
 				continue
 			}
-			archive, version, err := fetchDependency(ctx, files, dir, dep, d)
+			archive, version, err := fetchDependency(ctx, files, dir, dep, f)
 			if err != nil {
 				return fmt.Errorf("the dependency %s of the chart %s: %w", dep.Name, displayDir(dir), err)
 			}
 			name := path.Join(dir, "charts", fmt.Sprintf("%s-%s.tgz", dep.Name, version))
-			if *budget -= int64(len(name) + len(archive)); *budget < 0 {
-				return &content.TooLargeError{What: "the Bundle with the dependencies of " + displayDir(dir), Limit: limit}
+			if err := f.add(files, name, archive, "the Bundle with the dependencies of "+displayDir(dir)); err != nil {
+				return err
 			}
-			files[name] = archive
 		}
 	}
 	return nil
@@ -108,7 +107,7 @@ func hasDependency(files map[string][]byte, dir, name string) bool {
 }
 
 // fetchDependency gets dep's chart archive and the version it holds.
-func fetchDependency(ctx context.Context, files map[string][]byte, dir string, dep *chart.Dependency, d func() (*downloader, error)) ([]byte, string, error) {
+func fetchDependency(ctx context.Context, files map[string][]byte, dir string, dep *chart.Dependency, f *fetcher) ([]byte, string, error) {
 	repo := dep.Repository
 	switch {
 	case strings.HasPrefix(repo, "file://"):
@@ -116,7 +115,7 @@ func fetchDependency(ctx context.Context, files map[string][]byte, dir string, d
 	case strings.HasPrefix(repo, "@") || strings.HasPrefix(repo, "alias:"):
 		return nil, "", fmt.Errorf("repository %q is a name from someone's helm repo list: write the repository's URL", repo)
 	}
-	dl, err := d()
+	dl, err := f.downloader()
 	if err != nil {
 		return nil, "", err
 	}

@@ -76,26 +76,12 @@ func Read(ctx context.Context, name, dir string, opts Options) (*fleet.Bundle, e
 	if err := mergeValuesFiles(&spec, files); err != nil {
 		return nil, fmt.Errorf("%s: %w", dir, err)
 	}
-	if err := addCharts(ctx, &spec, files, opts); err != nil {
+	f := newFetcher(files, opts)
+	if err := addCharts(ctx, &spec, files, f); err != nil {
 		return nil, fmt.Errorf("%s: %w", dir, err)
 	}
 	if spec.Helm == nil || !spec.Helm.DisableDependencyUpdate {
-		budget := opts.MaxSize
-		for name, data := range files {
-			budget -= int64(len(name) + len(data))
-		}
-		var d *downloader
-		downloaderOnce := func() (*downloader, error) {
-			if d == nil {
-				var err error
-				if d, err = newDownloader(opts.Auth, opts.HTTPClient, opts.MaxSize); err != nil {
-					return nil, err
-				}
-			}
-			d.limit = max(budget, 0)
-			return d, nil
-		}
-		if err := addDependencies(ctx, files, downloaderOnce, &budget, opts.MaxSize); err != nil {
+		if err := addDependencies(ctx, files, f); err != nil {
 			return nil, fmt.Errorf("%s: %w", dir, err)
 		}
 	}
@@ -217,14 +203,49 @@ func mergeValuesFiles(spec *fleet.BundleSpec, files map[string][]byte) error {
 	return nil
 }
 
+// fetcher downloads for one Bundle: one downloader (so one count of downloads, and
+// each repository index read once) and one budget, what --max-bundle-size leaves
+// after the folder's files.
+type fetcher struct {
+	opts   Options
+	budget int64
+	d      *downloader
+}
+
+func newFetcher(files map[string][]byte, opts Options) *fetcher {
+	f := &fetcher{opts: opts, budget: opts.MaxSize}
+	for name, data := range files {
+		f.budget -= int64(len(name) + len(data))
+	}
+	return f
+}
+
+// downloader is the Bundle's downloader, allowed what the budget has left.
+func (f *fetcher) downloader() (*downloader, error) {
+	if f.d == nil {
+		d, err := newDownloader(f.opts.Auth, f.opts.HTTPClient, f.opts.MaxSize)
+		if err != nil {
+			return nil, err
+		}
+		f.d = d
+	}
+	f.d.limit = max(f.budget, 0)
+	return f.d, nil
+}
+
+// add puts data into files as name, taking it off the budget; what names what is
+// being added, for the error.
+func (f *fetcher) add(files map[string][]byte, name string, data []byte, what string) error {
+	if f.budget -= int64(len(name) + len(data)); f.budget < 0 {
+		return &content.TooLargeError{What: what, Limit: f.opts.MaxSize}
+	}
+	files[name] = data
+	return nil
+}
+
 // addCharts downloads the charts the Bundle's and its targets' Helm options name,
 // each once, into files under ChartFolder.
-func addCharts(ctx context.Context, spec *fleet.BundleSpec, files map[string][]byte, opts Options) error {
-	var d *downloader
-	budget := opts.MaxSize
-	for name, data := range files {
-		budget -= int64(len(name) + len(data))
-	}
+func addCharts(ctx context.Context, spec *fleet.BundleSpec, files map[string][]byte, f *fetcher) error {
 	for _, h := range allHelm(spec) {
 		remote, err := isRemote(h, files)
 		if err != nil {
@@ -237,12 +258,10 @@ func addCharts(ctx context.Context, spec *fleet.BundleSpec, files map[string][]b
 		if hasPrefix(files, folder+"/") {
 			continue
 		}
-		if d == nil {
-			if d, err = newDownloader(opts.Auth, opts.HTTPClient, opts.MaxSize); err != nil {
-				return err
-			}
+		d, err := f.downloader()
+		if err != nil {
+			return err
 		}
-		d.limit = max(budget, 0)
 		chart, err := d.chart(ctx, h)
 		if err != nil {
 			return err
@@ -251,11 +270,9 @@ func addCharts(ctx context.Context, spec *fleet.BundleSpec, files map[string][]b
 			if strings.HasPrefix(path.Base(name), ".") || strings.Contains(name, "/.") || strings.HasPrefix(name, ".") {
 				continue
 			}
-			full := folder + "/" + name
-			if budget -= int64(len(full) + len(data)); budget < 0 {
-				return &content.TooLargeError{What: "the Bundle with " + describe(h), Limit: opts.MaxSize}
+			if err := f.add(files, folder+"/"+name, data, "the Bundle with "+describe(h)); err != nil {
+				return err
 			}
-			files[full] = data
 		}
 	}
 	return nil

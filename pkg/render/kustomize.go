@@ -14,6 +14,9 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
+// kustomizationFiles are the names kustomize reads a folder's kustomization from.
+var kustomizationFiles = []string{"kustomization.yaml", "kustomization.yml", "Kustomization"}
+
 // helmOutputFile is the file holding Helm's output that kustomize reads as a resource.
 const helmOutputFile = "fleet-manifests.yaml"
 
@@ -103,7 +106,7 @@ func checkReferences(fs filesys.FileSystem, dir string, seen map[string]bool) er
 	}
 	seen[dir] = true
 	var file string
-	for _, name := range []string{"kustomization.yaml", "kustomization.yml", "Kustomization"} {
+	for _, name := range kustomizationFiles {
 		if fs.Exists(path.Join(dir, name)) {
 			file = path.Join(dir, name)
 			break

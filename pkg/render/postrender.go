@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 
 	"github.com/rancher/wrangler/v3/pkg/yaml"
@@ -70,8 +71,7 @@ func (p *PostRenderer) Run(rendered *bytes.Buffer) (*bytes.Buffer, error) {
 
 func hasKustomization(files map[string][]byte) bool {
 	for name := range files {
-		switch path.Base(name) {
-		case "kustomization.yaml", "kustomization.yml", "Kustomization":
+		if slices.Contains(kustomizationFiles, path.Base(name)) {
 			return true
 		}
 	}

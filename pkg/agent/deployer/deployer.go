@@ -741,7 +741,9 @@ func (d *Deployer) uninstallReleases(releases []*release.Release) error {
 	return errors.Join(errs...)
 }
 
-func (d *Deployer) uninstallRelease(namespace, name string) error {
+// onRelease runs op with the Helm configuration of namespace, unless the agent is
+// stopping; a stopping agent waits for it.
+func (d *Deployer) onRelease(namespace string, op func(cfg *action.Configuration) error) error {
 	if !d.ops.begin() {
 		return errStopping
 	}
@@ -750,40 +752,40 @@ func (d *Deployer) uninstallRelease(namespace, name string) error {
 	if err != nil {
 		return err
 	}
-	un := action.NewUninstall(cfg)
-	un.Timeout = 5 * time.Minute
-	if _, err := un.Run(name); err != nil && !errors.Is(err, driver.ErrReleaseNotFound) {
-		return fmt.Errorf("uninstalling release %s/%s: %w", namespace, name, err)
-	}
-	d.Log.WithField("release", namespace+"/"+name).Info("Uninstalled the release of a removed BundleDeployment")
-	return nil
+	return op(cfg)
+}
+
+func (d *Deployer) uninstallRelease(namespace, name string) error {
+	return d.onRelease(namespace, func(cfg *action.Configuration) error {
+		un := action.NewUninstall(cfg)
+		un.Timeout = 5 * time.Minute
+		if _, err := un.Run(name); err != nil && !errors.Is(err, driver.ErrReleaseNotFound) {
+			return fmt.Errorf("uninstalling release %s/%s: %w", namespace, name, err)
+		}
+		d.Log.WithField("release", namespace+"/"+name).Info("Uninstalled the release of a removed BundleDeployment")
+		return nil
+	})
 }
 
 // forgetRelease deletes every revision of a release from Helm's storage and leaves
 // its objects where they are (keepResources): no longer Helm's, nor Flotilla's.
 func (d *Deployer) forgetRelease(namespace, name string) error {
-	if !d.ops.begin() {
-		return errStopping
-	}
-	defer d.ops.end()
-	cfg, err := d.config(namespace)
-	if err != nil {
-		return err
-	}
-	history, err := cfg.Releases.History(name)
-	if errors.Is(err, driver.ErrReleaseNotFound) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("reading release %s/%s: %w", namespace, name, err)
-	}
-	for _, rel := range history {
-		if _, err := cfg.Releases.Delete(rel.Name, rel.Version); err != nil && !errors.Is(err, driver.ErrReleaseNotFound) {
-			return fmt.Errorf("forgetting release %s/%s: %w", namespace, name, err)
+	return d.onRelease(namespace, func(cfg *action.Configuration) error {
+		history, err := cfg.Releases.History(name)
+		if errors.Is(err, driver.ErrReleaseNotFound) {
+			return nil
 		}
-	}
-	d.Log.WithField("release", namespace+"/"+name).Info("Forgot the release of a removed BundleDeployment and kept its objects (keepResources)")
-	return nil
+		if err != nil {
+			return fmt.Errorf("reading release %s/%s: %w", namespace, name, err)
+		}
+		for _, rel := range history {
+			if _, err := cfg.Releases.Delete(rel.Name, rel.Version); err != nil && !errors.Is(err, driver.ErrReleaseNotFound) {
+				return fmt.Errorf("forgetting release %s/%s: %w", namespace, name, err)
+			}
+		}
+		d.Log.WithField("release", namespace+"/"+name).Info("Forgot the release of a removed BundleDeployment and kept its objects (keepResources)")
+		return nil
+	})
 }
 
 // Cleanup uninstalls releases this agent made for BundleDeployments that no longer
