@@ -120,6 +120,10 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &fleetcattleiov1alpha1.OperationApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("Partition"):
 		return &fleetcattleiov1alpha1.PartitionApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("PartitionStatus"):
+		return &fleetcattleiov1alpha1.PartitionStatusApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("Policy"):
+		return &fleetcattleiov1alpha1.PolicyApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("ResourceSummary"):
 		return &fleetcattleiov1alpha1.ResourceSummaryApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("RolloutStrategy"):

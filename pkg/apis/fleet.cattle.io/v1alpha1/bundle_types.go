@@ -34,6 +34,7 @@ const (
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Namespaced,categories=fleet,shortName=fb
 // +kubebuilder:printcolumn:name="BundleDeployments-Ready",type=string,JSONPath=`.status.display.readyClusters`
+// +kubebuilder:printcolumn:name="Rollout",type=string,JSONPath=`.status.display.rollout`
 // +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`
 
 // Bundle is a set of Kubernetes resources (plain manifests or a Helm chart) and the
@@ -59,10 +60,18 @@ type BundleSpec struct {
 	// +optional
 	Paused bool `json:"paused,omitempty"`
 
-	// RolloutStrategy limits how many clusters may be unavailable during an update.
+	// RolloutStrategy stages a change and releases it partition by partition, while
+	// the clusters and partitions that are unavailable stay within its limits.
 	// +optional
 	// +nullable
 	RolloutStrategy *RolloutStrategy `json:"rolloutStrategy,omitempty"`
+
+	// TargetCustomizationMode is how targets give a cluster its options: FirstMatch
+	// (the default) takes the first target that matches; AllMatches merges every
+	// matching target's options in order, later ones winning.
+	// +optional
+	// +kubebuilder:validation:Enum="";FirstMatch;AllMatches
+	TargetCustomizationMode TargetCustomizationMode `json:"targetCustomizationMode,omitempty"`
 
 	// Resources are the Bundle's files: manifests, or a Helm chart's files.
 	// +optional
@@ -79,7 +88,8 @@ type BundleSpec struct {
 	// +optional
 	TargetRestrictions []BundleTargetRestriction `json:"targetRestrictions,omitempty"`
 
-	// DependsOn names Bundles that must be ready before this one is deployed.
+	// DependsOn names Bundles that must be in an accepted state (Ready by default) on
+	// a cluster before this one is deployed or upgraded there.
 	// +optional
 	// +nullable
 	DependsOn []BundleRef `json:"dependsOn,omitempty"`
@@ -94,7 +104,18 @@ type BundleSpec struct {
 	ValuesHash string `json:"valuesHash,omitempty"`
 }
 
-// BundleRef refers to another Bundle by name or by labels.
+// TargetCustomizationMode is how a Bundle's targets give a cluster its options.
+type TargetCustomizationMode string
+
+// Target customization modes, as Fleet names them.
+const (
+	// FirstMatch: the first matching target gives the cluster its options.
+	TargetCustomizationModeFirstMatch TargetCustomizationMode = "FirstMatch"
+	// AllMatches: every matching target's options are merged in order.
+	TargetCustomizationModeAllMatches TargetCustomizationMode = "AllMatches"
+)
+
+// BundleRef refers to other Bundles of the same namespace by name or by labels.
 type BundleRef struct {
 	// Name of the Bundle.
 	// +optional
@@ -104,6 +125,12 @@ type BundleRef struct {
 	// +optional
 	// +nullable
 	Selector *metav1.LabelSelector `json:"selector,omitempty"`
+	// AcceptedStates are the states of the dependency's BundleDeployment on the same
+	// cluster that let this Bundle deploy there (default: Ready only).
+	// +optional
+	// +nullable
+	// +kubebuilder:validation:items:Enum=Ready;NotReady;WaitApplied;ErrApplied;OutOfSync;Pending;Modified
+	AcceptedStates []BundleState `json:"acceptedStates,omitempty"`
 }
 
 // BundleResource is one file of a Bundle.
@@ -137,11 +164,24 @@ type RolloutStrategy struct {
 	// +nullable
 	MaxUnavailablePartitions *intstr.IntOrString `json:"maxUnavailablePartitions,omitempty"`
 	// AutoPartitionSize is a number or percentage of clusters per automatic
-	// partition (default 25%).
+	// partition (default 25%); 0 puts every cluster in one partition.
 	// +optional
 	// +nullable
 	AutoPartitionSize *intstr.IntOrString `json:"autoPartitionSize,omitempty"`
-	// Partitions define explicit partitions.
+	// AutoPartitionThreshold is how many clusters a Bundle must target before they
+	// are partitioned automatically (default 200); 0 or less never partitions.
+	// +optional
+	// +nullable
+	AutoPartitionThreshold *int `json:"autoPartitionThreshold,omitempty"`
+	// MaxNew is how many BundleDeployments are created in one pass of the hub, so a
+	// Bundle new to thousands of clusters reaches them in steps (Flotilla's default is
+	// no limit; Fleet's is 50).
+	// +optional
+	// +nullable
+	// +kubebuilder:validation:Minimum=1
+	MaxNew *int `json:"maxNew,omitempty"`
+	// Partitions define explicit partitions, rolled out in order. A cluster matching
+	// none of them gets the change with the last partition.
 	// +optional
 	// +nullable
 	Partitions []Partition `json:"partitions,omitempty"`
@@ -154,7 +194,8 @@ type Partition struct {
 	// +nullable
 	Name string `json:"name,omitempty"`
 	// MaxUnavailable is a number or percentage of the partition's clusters that may
-	// be unavailable before the partition counts as done.
+	// be unavailable for the partition to count as available (default: the
+	// strategy's maxUnavailable).
 	// +optional
 	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
 	// ClusterName selects one cluster.
@@ -289,9 +330,28 @@ type BundleStatus struct {
 	// Summary counts the Bundle's BundleDeployments by state.
 	// +optional
 	Summary BundleSummary `json:"summary,omitempty"`
+	// NewlyCreated counts the BundleDeployments created in the last pass.
+	// +optional
+	NewlyCreated int `json:"newlyCreated,omitempty"`
 	// Unavailable counts BundleDeployments that are not ready or not yet applied.
 	// +optional
 	Unavailable int `json:"unavailable"`
+	// UnavailablePartitions counts the partitions with more unavailable clusters
+	// than their maxUnavailable.
+	// +optional
+	UnavailablePartitions int `json:"unavailablePartitions"`
+	// MaxUnavailable is how many BundleDeployments may be unavailable while a change
+	// rolls out (from the rollout strategy).
+	// +optional
+	MaxUnavailable int `json:"maxUnavailable"`
+	// MaxUnavailablePartitions is how many partitions may be unavailable before the
+	// next partition waits (from the rollout strategy).
+	// +optional
+	MaxUnavailablePartitions int `json:"maxUnavailablePartitions"`
+	// PartitionStatus is each partition's state, in rollout order.
+	// +optional
+	// +nullable
+	PartitionStatus []PartitionStatus `json:"partitions,omitempty"`
 	// Display is what `kubectl get bundles` prints.
 	// +optional
 	Display BundleDisplay `json:"display,omitempty"`
@@ -301,6 +361,26 @@ type BundleStatus struct {
 	// ResourcesSHA256Sum is the sha256 of the resources, which names their Content.
 	// +optional
 	ResourcesSHA256Sum string `json:"resourcesSha256Sum,omitempty"`
+}
+
+// PartitionStatus is the state of one rollout partition.
+type PartitionStatus struct {
+	// Name of the partition.
+	// +optional
+	// +nullable
+	Name string `json:"name,omitempty"`
+	// Count is the number of clusters in the partition.
+	// +optional
+	Count int `json:"count,omitempty"`
+	// MaxUnavailable is how many of its clusters may be unavailable.
+	// +optional
+	MaxUnavailable int `json:"maxUnavailable,omitempty"`
+	// Unavailable counts its clusters that are unavailable or not up to date.
+	// +optional
+	Unavailable int `json:"unavailable,omitempty"`
+	// Summary counts its BundleDeployments by state.
+	// +optional
+	Summary BundleSummary `json:"summary,omitempty"`
 }
 
 // BundleDisplay holds the printed summary of a Bundle.
@@ -313,6 +393,12 @@ type BundleDisplay struct {
 	// +optional
 	// +nullable
 	State string `json:"state,omitempty"`
+	// Rollout is empty once every cluster has the current version; else how many
+	// have it, and whether the rest wait for the rollout strategy or are paused,
+	// e.g. "1/3 released, waiting".
+	// +optional
+	// +nullable
+	Rollout string `json:"rollout,omitempty"`
 }
 
 // NonReadyStatus describes a downstream object that is not ready.

@@ -48,7 +48,8 @@ type BundleDeploymentOptions struct {
 	// +nullable
 	Helm *HelmOptions `json:"helm,omitempty"`
 
-	// ServiceAccount the agent impersonates to deploy, instead of its own.
+	// ServiceAccount is a ServiceAccount of the agent's namespace downstream that the
+	// agent impersonates to deploy, so the Bundle gets only that account's rights.
 	// +optional
 	// +nullable
 	ServiceAccount string `json:"serviceAccount,omitempty"`
@@ -70,6 +71,11 @@ type BundleDeploymentOptions struct {
 	// KeepResources keeps the deployed objects when the deployment is removed.
 	// +optional
 	KeepResources bool `json:"keepResources,omitempty"`
+
+	// DeleteNamespace deletes the namespace the agent created for the release when
+	// the deployment is removed (unless KeepResources).
+	// +optional
+	DeleteNamespace bool `json:"deleteNamespace,omitempty"`
 
 	// IgnoreOptions lists object conditions to ignore when judging readiness.
 	// +optional

@@ -18,4 +18,17 @@ const (
 	ConditionImported = "Imported"
 	// ConditionProcessed is True once the hub has handled the current generation.
 	ConditionProcessed = "Processed"
+	// ConditionRolledOut is set on a Bundle: True once every cluster it targets has its
+	// current version (released to the agent, whether or not applied yet); False with
+	// reason Waiting (the rollout strategy holds clusters back, the message says why)
+	// or Paused.
+	ConditionRolledOut = "RolledOut"
+)
+
+// Reasons of a Bundle's RolledOut condition.
+const (
+	// RolloutWaiting: the rollout strategy holds clusters back.
+	RolloutWaiting = "Waiting"
+	// RolloutPaused: paused clusters, and no others, keep an older version.
+	RolloutPaused = "Paused"
 )

@@ -142,3 +142,20 @@ func NewContent(namespace, name string, obj Content) *Content {
 	obj.Namespace = namespace
 	return &obj
 }
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// PolicyList is a list of Policy resources
+type PolicyList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata"`
+
+	Items []Policy `json:"items"`
+}
+
+func NewPolicy(namespace, name string, obj Policy) *Policy {
+	obj.APIVersion, obj.Kind = SchemeGroupVersion.WithKind("Policy").ToAPIVersionAndKind()
+	obj.Name = name
+	obj.Namespace = namespace
+	return &obj
+}

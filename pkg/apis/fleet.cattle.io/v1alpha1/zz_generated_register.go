@@ -35,6 +35,7 @@ var (
 	ClusterRegistrationRequestResourceName = "clusterregistrationrequests"
 	ClusterRegistrationTokenResourceName   = "clusterregistrationtokens"
 	ContentResourceName                    = "contents"
+	PolicyResourceName                     = "policies"
 )
 
 // SchemeGroupVersion is group version used to register these objects
@@ -72,6 +73,8 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&ClusterRegistrationTokenList{},
 		&Content{},
 		&ContentList{},
+		&Policy{},
+		&PolicyList{},
 	)
 	metav1.AddToGroupVersion(scheme, SchemeGroupVersion)
 	return nil

@@ -32,7 +32,8 @@ type BundleDeploymentOptionsApplyConfiguration struct {
 	Kustomize *KustomizeOptionsApplyConfiguration `json:"kustomize,omitempty"`
 	// Helm options: release name, values and chart settings.
 	Helm *HelmOptionsApplyConfiguration `json:"helm,omitempty"`
-	// ServiceAccount the agent impersonates to deploy, instead of its own.
+	// ServiceAccount is a ServiceAccount of the agent's namespace downstream that the
+	// agent impersonates to deploy, so the Bundle gets only that account's rights.
 	ServiceAccount *string `json:"serviceAccount,omitempty"`
 	// ForceSyncGeneration, when raised, redeploys even without a change.
 	ForceSyncGeneration *int64 `json:"forceSyncGeneration,omitempty"`
@@ -42,6 +43,9 @@ type BundleDeploymentOptionsApplyConfiguration struct {
 	Diff *DiffOptionsApplyConfiguration `json:"diff,omitempty"`
 	// KeepResources keeps the deployed objects when the deployment is removed.
 	KeepResources *bool `json:"keepResources,omitempty"`
+	// DeleteNamespace deletes the namespace the agent created for the release when
+	// the deployment is removed (unless KeepResources).
+	DeleteNamespace *bool `json:"deleteNamespace,omitempty"`
 	// IgnoreOptions lists object conditions to ignore when judging readiness.
 	*IgnoreOptionsApplyConfiguration `json:"ignore,omitempty"`
 	// CorrectDrift puts back downstream objects that were changed or deleted.
@@ -127,6 +131,14 @@ func (b *BundleDeploymentOptionsApplyConfiguration) WithDiff(value *DiffOptionsA
 // If called multiple times, the KeepResources field is set to the value of the last call.
 func (b *BundleDeploymentOptionsApplyConfiguration) WithKeepResources(value bool) *BundleDeploymentOptionsApplyConfiguration {
 	b.KeepResources = &value
+	return b
+}
+
+// WithDeleteNamespace sets the DeleteNamespace field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the DeleteNamespace field is set to the value of the last call.
+func (b *BundleDeploymentOptionsApplyConfiguration) WithDeleteNamespace(value bool) *BundleDeploymentOptionsApplyConfiguration {
+	b.DeleteNamespace = &value
 	return b
 }
 

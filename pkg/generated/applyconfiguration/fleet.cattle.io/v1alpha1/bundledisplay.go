@@ -27,6 +27,10 @@ type BundleDisplayApplyConfiguration struct {
 	ReadyClusters *string `json:"readyClusters,omitempty"`
 	// State is the worst BundleDeployment state.
 	State *string `json:"state,omitempty"`
+	// Rollout is empty once every cluster has the current version; else how many
+	// have it, and whether the rest wait for the rollout strategy or are paused,
+	// e.g. "1/3 released, waiting".
+	Rollout *string `json:"rollout,omitempty"`
 }
 
 // BundleDisplayApplyConfiguration constructs a declarative configuration of the BundleDisplay type for use with
@@ -48,5 +52,13 @@ func (b *BundleDisplayApplyConfiguration) WithReadyClusters(value string) *Bundl
 // If called multiple times, the State field is set to the value of the last call.
 func (b *BundleDisplayApplyConfiguration) WithState(value string) *BundleDisplayApplyConfiguration {
 	b.State = &value
+	return b
+}
+
+// WithRollout sets the Rollout field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Rollout field is set to the value of the last call.
+func (b *BundleDisplayApplyConfiguration) WithRollout(value string) *BundleDisplayApplyConfiguration {
+	b.Rollout = &value
 	return b
 }

@@ -19,18 +19,22 @@ limitations under the License.
 package v1alpha1
 
 import (
+	fleetcattleiov1alpha1 "github.com/flotilla/flotilla/pkg/apis/fleet.cattle.io/v1alpha1"
 	v1 "k8s.io/client-go/applyconfigurations/meta/v1"
 )
 
 // BundleRefApplyConfiguration represents a declarative configuration of the BundleRef type for use
 // with apply.
 //
-// BundleRef refers to another Bundle by name or by labels.
+// BundleRef refers to other Bundles of the same namespace by name or by labels.
 type BundleRefApplyConfiguration struct {
 	// Name of the Bundle.
 	Name *string `json:"name,omitempty"`
 	// Selector matching Bundle labels.
 	Selector *v1.LabelSelectorApplyConfiguration `json:"selector,omitempty"`
+	// AcceptedStates are the states of the dependency's BundleDeployment on the same
+	// cluster that let this Bundle deploy there (default: Ready only).
+	AcceptedStates []fleetcattleiov1alpha1.BundleState `json:"acceptedStates,omitempty"`
 }
 
 // BundleRefApplyConfiguration constructs a declarative configuration of the BundleRef type for use with
@@ -52,5 +56,15 @@ func (b *BundleRefApplyConfiguration) WithName(value string) *BundleRefApplyConf
 // If called multiple times, the Selector field is set to the value of the last call.
 func (b *BundleRefApplyConfiguration) WithSelector(value *v1.LabelSelectorApplyConfiguration) *BundleRefApplyConfiguration {
 	b.Selector = value
+	return b
+}
+
+// WithAcceptedStates adds the given value to the AcceptedStates field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the AcceptedStates field.
+func (b *BundleRefApplyConfiguration) WithAcceptedStates(values ...fleetcattleiov1alpha1.BundleState) *BundleRefApplyConfiguration {
+	for i := range values {
+		b.AcceptedStates = append(b.AcceptedStates, values[i])
+	}
 	return b
 }

@@ -18,6 +18,10 @@ limitations under the License.
 
 package v1alpha1
 
+import (
+	fleetcattleiov1alpha1 "github.com/flotilla/flotilla/pkg/apis/fleet.cattle.io/v1alpha1"
+)
+
 // BundleSpecApplyConfiguration represents a declarative configuration of the BundleSpec type for use
 // with apply.
 //
@@ -26,8 +30,13 @@ type BundleSpecApplyConfiguration struct {
 	BundleDeploymentOptionsApplyConfiguration `json:""`
 	// Paused, if true, stops the Bundle's BundleDeployments from being updated.
 	Paused *bool `json:"paused,omitempty"`
-	// RolloutStrategy limits how many clusters may be unavailable during an update.
+	// RolloutStrategy stages a change and releases it partition by partition, while
+	// the clusters and partitions that are unavailable stay within its limits.
 	RolloutStrategy *RolloutStrategyApplyConfiguration `json:"rolloutStrategy,omitempty"`
+	// TargetCustomizationMode is how targets give a cluster its options: FirstMatch
+	// (the default) takes the first target that matches; AllMatches merges every
+	// matching target's options in order, later ones winning.
+	TargetCustomizationMode *fleetcattleiov1alpha1.TargetCustomizationMode `json:"targetCustomizationMode,omitempty"`
 	// Resources are the Bundle's files: manifests, or a Helm chart's files.
 	Resources []BundleResourceApplyConfiguration `json:"resources,omitempty"`
 	// Targets select the clusters to deploy to. They are evaluated in order and the
@@ -36,7 +45,8 @@ type BundleSpecApplyConfiguration struct {
 	// TargetRestrictions, when set, is an allow-list: a cluster is deployed to only if
 	// it also matches one of these.
 	TargetRestrictions []BundleTargetRestrictionApplyConfiguration `json:"targetRestrictions,omitempty"`
-	// DependsOn names Bundles that must be ready before this one is deployed.
+	// DependsOn names Bundles that must be in an accepted state (Ready by default) on
+	// a cluster before this one is deployed or upgraded there.
 	DependsOn []BundleRefApplyConfiguration `json:"dependsOn,omitempty"`
 	// ContentsID names the Content holding the resources when they are not inline.
 	ContentsID *string `json:"contentsId,omitempty"`
@@ -122,6 +132,14 @@ func (b *BundleSpecApplyConfiguration) WithKeepResources(value bool) *BundleSpec
 	return b
 }
 
+// WithDeleteNamespace sets the DeleteNamespace field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the DeleteNamespace field is set to the value of the last call.
+func (b *BundleSpecApplyConfiguration) WithDeleteNamespace(value bool) *BundleSpecApplyConfiguration {
+	b.BundleDeploymentOptionsApplyConfiguration.DeleteNamespace = &value
+	return b
+}
+
 // WithConditions adds the given value to the Conditions field in the declarative configuration
 // and returns the receiver, so that objects can be build by chaining "With" function invocations.
 // If called multiple times, values provided by each call will be appended to the Conditions field.
@@ -188,6 +206,14 @@ func (b *BundleSpecApplyConfiguration) WithPaused(value bool) *BundleSpecApplyCo
 // If called multiple times, the RolloutStrategy field is set to the value of the last call.
 func (b *BundleSpecApplyConfiguration) WithRolloutStrategy(value *RolloutStrategyApplyConfiguration) *BundleSpecApplyConfiguration {
 	b.RolloutStrategy = value
+	return b
+}
+
+// WithTargetCustomizationMode sets the TargetCustomizationMode field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the TargetCustomizationMode field is set to the value of the last call.
+func (b *BundleSpecApplyConfiguration) WithTargetCustomizationMode(value fleetcattleiov1alpha1.TargetCustomizationMode) *BundleSpecApplyConfiguration {
+	b.TargetCustomizationMode = &value
 	return b
 }
 

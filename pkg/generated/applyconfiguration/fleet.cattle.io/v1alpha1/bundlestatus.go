@@ -31,8 +31,21 @@ type BundleStatusApplyConfiguration struct {
 	Conditions []genericcondition.GenericCondition `json:"conditions,omitempty"`
 	// Summary counts the Bundle's BundleDeployments by state.
 	Summary *BundleSummaryApplyConfiguration `json:"summary,omitempty"`
+	// NewlyCreated counts the BundleDeployments created in the last pass.
+	NewlyCreated *int `json:"newlyCreated,omitempty"`
 	// Unavailable counts BundleDeployments that are not ready or not yet applied.
 	Unavailable *int `json:"unavailable,omitempty"`
+	// UnavailablePartitions counts the partitions with more unavailable clusters
+	// than their maxUnavailable.
+	UnavailablePartitions *int `json:"unavailablePartitions,omitempty"`
+	// MaxUnavailable is how many BundleDeployments may be unavailable while a change
+	// rolls out (from the rollout strategy).
+	MaxUnavailable *int `json:"maxUnavailable,omitempty"`
+	// MaxUnavailablePartitions is how many partitions may be unavailable before the
+	// next partition waits (from the rollout strategy).
+	MaxUnavailablePartitions *int `json:"maxUnavailablePartitions,omitempty"`
+	// PartitionStatus is each partition's state, in rollout order.
+	PartitionStatus []PartitionStatusApplyConfiguration `json:"partitions,omitempty"`
 	// Display is what `kubectl get bundles` prints.
 	Display *BundleDisplayApplyConfiguration `json:"display,omitempty"`
 	// ObservedGeneration is the generation the hub last processed.
@@ -65,11 +78,56 @@ func (b *BundleStatusApplyConfiguration) WithSummary(value *BundleSummaryApplyCo
 	return b
 }
 
+// WithNewlyCreated sets the NewlyCreated field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the NewlyCreated field is set to the value of the last call.
+func (b *BundleStatusApplyConfiguration) WithNewlyCreated(value int) *BundleStatusApplyConfiguration {
+	b.NewlyCreated = &value
+	return b
+}
+
 // WithUnavailable sets the Unavailable field in the declarative configuration to the given value
 // and returns the receiver, so that objects can be built by chaining "With" function invocations.
 // If called multiple times, the Unavailable field is set to the value of the last call.
 func (b *BundleStatusApplyConfiguration) WithUnavailable(value int) *BundleStatusApplyConfiguration {
 	b.Unavailable = &value
+	return b
+}
+
+// WithUnavailablePartitions sets the UnavailablePartitions field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the UnavailablePartitions field is set to the value of the last call.
+func (b *BundleStatusApplyConfiguration) WithUnavailablePartitions(value int) *BundleStatusApplyConfiguration {
+	b.UnavailablePartitions = &value
+	return b
+}
+
+// WithMaxUnavailable sets the MaxUnavailable field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the MaxUnavailable field is set to the value of the last call.
+func (b *BundleStatusApplyConfiguration) WithMaxUnavailable(value int) *BundleStatusApplyConfiguration {
+	b.MaxUnavailable = &value
+	return b
+}
+
+// WithMaxUnavailablePartitions sets the MaxUnavailablePartitions field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the MaxUnavailablePartitions field is set to the value of the last call.
+func (b *BundleStatusApplyConfiguration) WithMaxUnavailablePartitions(value int) *BundleStatusApplyConfiguration {
+	b.MaxUnavailablePartitions = &value
+	return b
+}
+
+// WithPartitionStatus adds the given value to the PartitionStatus field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the PartitionStatus field.
+func (b *BundleStatusApplyConfiguration) WithPartitionStatus(values ...*PartitionStatusApplyConfiguration) *BundleStatusApplyConfiguration {
+	for i := range values {
+		if values[i] == nil {
+			panic("nil value passed to WithPartitionStatus")
+		}
+		b.PartitionStatus = append(b.PartitionStatus, *values[i])
+	}
 	return b
 }
 

@@ -121,6 +121,14 @@ func (b *BundleTargetApplyConfiguration) WithKeepResources(value bool) *BundleTa
 	return b
 }
 
+// WithDeleteNamespace sets the DeleteNamespace field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the DeleteNamespace field is set to the value of the last call.
+func (b *BundleTargetApplyConfiguration) WithDeleteNamespace(value bool) *BundleTargetApplyConfiguration {
+	b.BundleDeploymentOptionsApplyConfiguration.DeleteNamespace = &value
+	return b
+}
+
 // WithConditions adds the given value to the Conditions field in the declarative configuration
 // and returns the receiver, so that objects can be build by chaining "With" function invocations.
 // If called multiple times, values provided by each call will be appended to the Conditions field.

@@ -31,7 +31,8 @@ type PartitionApplyConfiguration struct {
 	// Name is shown in status.
 	Name *string `json:"name,omitempty"`
 	// MaxUnavailable is a number or percentage of the partition's clusters that may
-	// be unavailable before the partition counts as done.
+	// be unavailable for the partition to count as available (default: the
+	// strategy's maxUnavailable).
 	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
 	// ClusterName selects one cluster.
 	ClusterName *string `json:"clusterName,omitempty"`

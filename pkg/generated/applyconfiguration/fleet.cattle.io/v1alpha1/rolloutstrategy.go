@@ -34,9 +34,17 @@ type RolloutStrategyApplyConfiguration struct {
 	// unavailable during an update (default 0).
 	MaxUnavailablePartitions *intstr.IntOrString `json:"maxUnavailablePartitions,omitempty"`
 	// AutoPartitionSize is a number or percentage of clusters per automatic
-	// partition (default 25%).
+	// partition (default 25%); 0 puts every cluster in one partition.
 	AutoPartitionSize *intstr.IntOrString `json:"autoPartitionSize,omitempty"`
-	// Partitions define explicit partitions.
+	// AutoPartitionThreshold is how many clusters a Bundle must target before they
+	// are partitioned automatically (default 200); 0 or less never partitions.
+	AutoPartitionThreshold *int `json:"autoPartitionThreshold,omitempty"`
+	// MaxNew is how many BundleDeployments are created in one pass of the hub, so a
+	// Bundle new to thousands of clusters reaches them in steps (Flotilla's default is
+	// no limit; Fleet's is 50).
+	MaxNew *int `json:"maxNew,omitempty"`
+	// Partitions define explicit partitions, rolled out in order. A cluster matching
+	// none of them gets the change with the last partition.
 	Partitions []PartitionApplyConfiguration `json:"partitions,omitempty"`
 }
 
@@ -67,6 +75,22 @@ func (b *RolloutStrategyApplyConfiguration) WithMaxUnavailablePartitions(value i
 // If called multiple times, the AutoPartitionSize field is set to the value of the last call.
 func (b *RolloutStrategyApplyConfiguration) WithAutoPartitionSize(value intstr.IntOrString) *RolloutStrategyApplyConfiguration {
 	b.AutoPartitionSize = &value
+	return b
+}
+
+// WithAutoPartitionThreshold sets the AutoPartitionThreshold field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the AutoPartitionThreshold field is set to the value of the last call.
+func (b *RolloutStrategyApplyConfiguration) WithAutoPartitionThreshold(value int) *RolloutStrategyApplyConfiguration {
+	b.AutoPartitionThreshold = &value
+	return b
+}
+
+// WithMaxNew sets the MaxNew field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the MaxNew field is set to the value of the last call.
+func (b *RolloutStrategyApplyConfiguration) WithMaxNew(value int) *RolloutStrategyApplyConfiguration {
+	b.MaxNew = &value
 	return b
 }
 

@@ -38,6 +38,7 @@ type Interface interface {
 	ClusterRegistrationRequest() ClusterRegistrationRequestController
 	ClusterRegistrationToken() ClusterRegistrationTokenController
 	Content() ContentController
+	Policy() PolicyController
 }
 
 func New(controllerFactory controller.SharedControllerFactory) Interface {
@@ -76,4 +77,8 @@ func (v *version) ClusterRegistrationToken() ClusterRegistrationTokenController 
 
 func (v *version) Content() ContentController {
 	return generic.NewNonNamespacedController[*v1alpha1.Content, *v1alpha1.ContentList](schema.GroupVersionKind{Group: "fleet.cattle.io", Version: "v1alpha1", Kind: "Content"}, "contents", v.controllerFactory)
+}
+
+func (v *version) Policy() PolicyController {
+	return generic.NewController[*v1alpha1.Policy, *v1alpha1.PolicyList](schema.GroupVersionKind{Group: "fleet.cattle.io", Version: "v1alpha1", Kind: "Policy"}, "policies", true, v.controllerFactory)
 }

@@ -35,6 +35,7 @@ type FleetV1alpha1Interface interface {
 	ClusterRegistrationRequestsGetter
 	ClusterRegistrationTokensGetter
 	ContentsGetter
+	PoliciesGetter
 }
 
 // FleetV1alpha1Client is used to interact with features provided by the fleet.cattle.io group.
@@ -68,6 +69,10 @@ func (c *FleetV1alpha1Client) ClusterRegistrationTokens(namespace string) Cluste
 
 func (c *FleetV1alpha1Client) Contents() ContentInterface {
 	return newContents(c)
+}
+
+func (c *FleetV1alpha1Client) Policies(namespace string) PolicyInterface {
+	return newPolicies(c, namespace)
 }
 
 // NewForConfig creates a new FleetV1alpha1Client for the given config.

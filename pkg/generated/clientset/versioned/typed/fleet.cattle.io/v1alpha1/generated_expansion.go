@@ -31,3 +31,5 @@ type ClusterRegistrationRequestExpansion interface{}
 type ClusterRegistrationTokenExpansion interface{}
 
 type ContentExpansion interface{}
+
+type PolicyExpansion interface{}

@@ -56,6 +56,10 @@ func (c *FakeFleetV1alpha1) Contents() v1alpha1.ContentInterface {
 	return newFakeContents(c)
 }
 
+func (c *FakeFleetV1alpha1) Policies(namespace string) v1alpha1.PolicyInterface {
+	return newFakePolicies(c, namespace)
+}
+
 // RESTClient returns a RESTClient that is used to communicate
 // with API server by this client implementation.
 func (c *FakeFleetV1alpha1) RESTClient() rest.Interface {
