@@ -31,9 +31,13 @@ var rank = map[fleet.BundleState]int{
 func Worse(a, b fleet.BundleState) bool { return rank[a] > rank[b] }
 
 // Of is the state of bd: not yet applied (WaitApplied, or ErrApplied when the agent
-// reported an error), applied but not ready, modified downstream, or Ready.
+// reported an error), applied but not ready, staged but not released by the rollout
+// (OutOfSync), modified downstream, or Ready.
 func Of(bd *fleet.BundleDeployment) fleet.BundleState {
 	switch {
+	case bd.Spec.DeploymentID == "" && bd.Spec.StagedDeploymentID != "" && bd.Status.AppliedDeploymentID == "":
+		// Staged for a cluster the rollout has not reached yet: nothing to apply.
+		return fleet.OutOfSync
 	case bd.Status.AppliedDeploymentID != bd.Spec.DeploymentID:
 		if failed(bd) {
 			return fleet.ErrApplied
@@ -61,10 +65,16 @@ func failed(bd *fleet.BundleDeployment) bool {
 func Message(bd *fleet.BundleDeployment) string {
 	state := Of(bd)
 	switch state {
-	case fleet.ErrApplied:
-		if c := conditions.Get(bd.Status.Conditions, ConditionDeployed); c != nil {
+	case fleet.ErrApplied, fleet.WaitApplied:
+		// Deployed is False with the error, or Unknown with what the agent waits for.
+		if c := conditions.Get(bd.Status.Conditions, ConditionDeployed); c != nil && c.Status != "True" {
 			return c.Message
 		}
+	case fleet.OutOfSync:
+		if bd.Spec.Paused {
+			return "paused: a newer version is staged"
+		}
+		return "a newer version is staged; the rollout has not reached this cluster yet"
 	case fleet.NotReady:
 		var parts []string
 		for _, r := range bd.Status.NonReadyStatus {

@@ -184,7 +184,10 @@ func (m *Manager) Start(ctx context.Context) error {
 	}, fleet.ClusterRegistrationRequest(), fleet.Cluster(), fleet.ClusterRegistrationToken(), namespaces, kube, events)
 	cluster.Register(ctx, cluster.Settings{OfflineAfter: m.settings.ClusterOfflineAfter},
 		fleet.Cluster(), fleet.ClusterRegistrationRequest(), fleet.BundleDeployment(), leases, namespaces, kube, events)
-	bundle.Register(ctx, bundle.Settings{MaxSize: m.settings.MaxBundleSize}, fleet.Bundle(), fleet.BundleDeployment(), fleet.Content(), fleet.Cluster(), fleet.ClusterGroup(), kube.CoreV1(), events)
+	bundle.Register(ctx, bundle.Settings{MaxSize: m.settings.MaxBundleSize}, bundle.Sources{
+		Bundles: fleet.Bundle(), Deployments: fleet.BundleDeployment(), Contents: fleet.Content(), Clusters: fleet.Cluster(),
+		Groups: fleet.ClusterGroup(), Policies: fleet.Policy(), Secrets: kube.CoreV1(), Events: events,
+	})
 	bundle.RegisterContents(ctx, fleet.Content(), fleet.BundleDeployment(), fleet.Bundle().Cache())
 	clustergroup.Register(ctx, fleet.ClusterGroup(), fleet.Cluster(), fleet.BundleDeployment().Cache())
 	agentHub := agentchart.Hub{MaxBundleSize: m.settings.MaxBundleSize}

@@ -136,7 +136,15 @@ func Clusters(bundle *fleet.Bundle, clusters []*fleet.Cluster, groups []*fleet.C
 	return out, nil
 }
 
+// first is the target that gives cluster its options: the first that matches, or with
+// targetCustomizationMode AllMatches every one that does, their options merged in
+// order (a doNotDeploy in any of them keeps the cluster out).
 func (m matcher) first(bundle *fleet.Bundle, cluster *fleet.Cluster) (Target, bool, error) {
+	all := bundle.Spec.TargetCustomizationMode == fleet.TargetCustomizationModeAllMatches
+	var (
+		out     Target
+		matched []string
+	)
 	for i, t := range bundle.Spec.Targets {
 		ok, err := m.match(criteria{t.ClusterName, t.ClusterSelector, t.ClusterGroup, t.ClusterGroupSelector}, cluster)
 		if err != nil {
@@ -148,9 +156,20 @@ func (m matcher) first(bundle *fleet.Bundle, cluster *fleet.Cluster) (Target, bo
 		if t.DoNotDeploy {
 			return Target{}, false, nil
 		}
-		return Target{Cluster: cluster, TargetName: TargetName(i, t.Name), Options: Merge(bundle.Spec.BundleDeploymentOptions, t.BundleDeploymentOptions)}, true, nil
+		if len(matched) == 0 {
+			out = Target{Cluster: cluster, Options: bundle.Spec.BundleDeploymentOptions}
+		}
+		out.Options = Merge(out.Options, t.BundleDeploymentOptions)
+		matched = append(matched, TargetName(i, t.Name))
+		if !all {
+			break
+		}
 	}
-	return Target{}, false, nil
+	if len(matched) == 0 {
+		return Target{}, false, nil
+	}
+	out.TargetName = strings.Join(matched, ",")
+	return out, true, nil
 }
 
 func (m matcher) allowed(bundle *fleet.Bundle, cluster *fleet.Cluster) (bool, error) {
@@ -237,6 +256,9 @@ func Merge(base, over fleet.BundleDeploymentOptions) fleet.BundleDeploymentOptio
 	}
 	if over.KeepResources {
 		out.KeepResources = true
+	}
+	if over.DeleteNamespace {
+		out.DeleteNamespace = true
 	}
 	if len(over.IgnoreOptions.Conditions) > 0 {
 		out.IgnoreOptions = over.IgnoreOptions

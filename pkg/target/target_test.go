@@ -1,6 +1,7 @@
 package target
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -133,5 +134,46 @@ func TestInvalidSelectorNamesTheTarget(t *testing.T) {
 	_, err := Clusters(b, []*fleet.Cluster{cluster("a", nil)}, nil)
 	if err == nil || !strings.Contains(err.Error(), "target000") {
 		t.Fatalf("error %v", err)
+	}
+}
+
+func TestTargetCustomizationMode(t *testing.T) {
+	values := func(kv map[string]interface{}) fleet.BundleDeploymentOptions {
+		return fleet.BundleDeploymentOptions{Helm: &fleet.HelmOptions{Values: &fleet.GenericMap{Data: kv}}}
+	}
+	targets := []fleet.BundleTarget{
+		{Name: "eu", ClusterSelector: sel(map[string]string{"region": "eu"}), BundleDeploymentOptions: values(map[string]interface{}{"region": "eu", "size": "s"})},
+		{Name: "prod", ClusterSelector: sel(map[string]string{"env": "prod"}), BundleDeploymentOptions: values(map[string]interface{}{"size": "l"})},
+		{Name: "quiet", ClusterName: "q", DoNotDeploy: true},
+		{Name: "all", ClusterSelector: &metav1.LabelSelector{}},
+	}
+	clusters := []*fleet.Cluster{
+		cluster("a", map[string]string{"region": "eu", "env": "prod"}),
+		cluster("q", map[string]string{"region": "eu"}),
+	}
+	for _, tc := range []struct {
+		mode fleet.TargetCustomizationMode
+		want string
+	}{
+		{"", "a:eu:map[region:eu size:s] q:eu:map[region:eu size:s]"},
+		{fleet.TargetCustomizationModeFirstMatch, "a:eu:map[region:eu size:s] q:eu:map[region:eu size:s]"},
+		// Every match, merged in order; a doNotDeploy among them keeps the cluster out.
+		{fleet.TargetCustomizationModeAllMatches, "a:eu,prod,all:map[region:eu size:l]"},
+	} {
+		t.Run(string(tc.mode), func(t *testing.T) {
+			b := &fleet.Bundle{ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: "clusters"},
+				Spec: fleet.BundleSpec{TargetCustomizationMode: tc.mode, Targets: targets}}
+			got, err := Clusters(b, clusters, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var parts []string
+			for _, g := range got {
+				parts = append(parts, fmt.Sprintf("%s:%s:%v", g.Cluster.Name, g.TargetName, g.Options.Helm.Values.Data))
+			}
+			if s := strings.Join(parts, " "); s != tc.want {
+				t.Errorf("got %s, want %s", s, tc.want)
+			}
+		})
 	}
 }

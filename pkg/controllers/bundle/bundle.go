@@ -6,6 +6,7 @@ package bundle
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -47,12 +48,27 @@ const (
 	// targets name, and byLabelTargets by namespace when a target selects by labels.
 	byTargetName   = "flotilla.bundlesByTargetName"
 	byLabelTargets = "flotilla.bundlesByLabelTargets"
+	// byDependsOn indexes Bundles with a dependsOn by namespace.
+	byDependsOn = "flotilla.bundlesByDependsOn"
 )
 
 // Settings of the Bundle controller.
 type Settings struct {
 	// MaxSize bounds what a Bundle's resources decode to (--max-bundle-size).
 	MaxSize int64
+}
+
+// Sources are what the Bundle controller reads, watches and writes.
+type Sources struct {
+	Bundles     fleetcontrollers.BundleController
+	Deployments fleetcontrollers.BundleDeploymentController
+	Contents    fleetcontrollers.ContentController
+	Clusters    fleetcontrollers.ClusterController
+	Groups      fleetcontrollers.ClusterGroupController
+	Policies    fleetcontrollers.PolicyController
+	// Secrets reads the values Secrets of Bundles with spec.valuesHash.
+	Secrets typedcorev1.SecretsGetter
+	Events  record.EventRecorder
 }
 
 type handler struct {
@@ -62,6 +78,7 @@ type handler struct {
 	contents    fleetcontrollers.ContentController
 	clusters    fleetcontrollers.ClusterCache
 	groups      fleetcontrollers.ClusterGroupCache
+	policies    fleetcontrollers.PolicyCache
 	events      record.EventRecorder
 	// secrets reads the values Secrets of Bundles with spec.valuesHash.
 	secrets typedcorev1.SecretsGetter
@@ -70,6 +87,10 @@ type handler struct {
 	// (a status change) does not make every Bundle of the workspace look again.
 	mu   sync.Mutex
 	seen map[string]string
+	// graph remembers, by "<namespace>/<name>", what of each Bundle the dependsOn of
+	// others can select (its labels) and its own dependsOn, so that the Bundles with a
+	// dependsOn look for cycles again only when that changes.
+	graph map[string]string
 	// patches spaces the Bundles' status patches (see statuspatch.Limiter).
 	patches statuspatch.Limiter
 	// written is each Bundle's status as last patched, until the cache shows it.
@@ -97,16 +118,16 @@ func (m measurement) holdsFor(bundle *fleet.Bundle) bool {
 	return bundle.Generation > 0 && m.uid == bundle.UID && m.generation == bundle.Generation
 }
 
-// Register starts handling Bundles, and watches Clusters, ClusterGroups and
+// Register starts handling Bundles, and watches Clusters, ClusterGroups, Policies and
 // BundleDeployments for changes that affect them.
-func Register(ctx context.Context, settings Settings, bundles fleetcontrollers.BundleController, deployments fleetcontrollers.BundleDeploymentController,
-	contents fleetcontrollers.ContentController, clusters fleetcontrollers.ClusterController, groups fleetcontrollers.ClusterGroupController,
-	secrets typedcorev1.SecretsGetter, events record.EventRecorder) {
+func Register(ctx context.Context, settings Settings, src Sources) {
 	if settings.MaxSize <= 0 {
 		settings.MaxSize = content.DefaultMaxSize
 	}
+	bundles, deployments, contents, clusters, groups := src.Bundles, src.Deployments, src.Contents, src.Clusters, src.Groups
 	h := &handler{settings: settings, bundles: bundles, deployments: deployments, contents: contents, clusters: clusters.Cache(), groups: groups.Cache(),
-		secrets: secrets, events: events, seen: map[string]string{}, patches: statuspatch.Limiter{First: statuspatch.NewObjectWait}}
+		policies: src.Policies.Cache(), secrets: src.Secrets, events: src.Events, seen: map[string]string{}, graph: map[string]string{},
+		patches: statuspatch.Limiter{First: statuspatch.NewObjectWait}}
 	AddIndexers(deployments.Cache())
 	bundles.Cache().AddIndexer(byTargetName, func(b *fleet.Bundle) ([]string, error) {
 		var keys []string
@@ -120,6 +141,12 @@ func Register(ctx context.Context, settings Settings, bundles fleetcontrollers.B
 			return []string{b.Namespace}, nil
 		}
 		return nil, nil
+	})
+	bundles.Cache().AddIndexer(byDependsOn, func(b *fleet.Bundle) ([]string, error) {
+		if len(b.Spec.DependsOn) == 0 {
+			return nil, nil
+		}
+		return []string{b.Namespace}, nil
 	})
 	bundles.Cache().AddIndexer(ByContentsID, func(b *fleet.Bundle) ([]string, error) {
 		if b.Spec.ContentsID == "" {
@@ -146,6 +173,15 @@ func Register(ctx context.Context, settings Settings, bundles fleetcontrollers.B
 	})
 	bundles.OnChange(ctx, "bundle", h.onChange)
 	bundles.OnRemove(ctx, names.BundleCleanup, h.onRemove)
+	src.Policies.OnChange(ctx, "bundle-policies", func(key string, p *fleet.Policy) (*fleet.Policy, error) {
+		// Every Bundle of the namespace may now be allowed, or not.
+		namespace, _, _ := strings.Cut(key, "/")
+		list, err := bundles.Cache().List(namespace, labels.Everything())
+		for _, b := range list {
+			bundles.Enqueue(b.Namespace, b.Name)
+		}
+		return p, err
+	})
 	clusters.OnChange(ctx, "bundle-targets-cluster", h.onClusterChange)
 	groups.OnChange(ctx, "bundle-targets-group", h.onGroupChange)
 	deployments.OnChange(ctx, "bundle-status", h.onDeploymentChange)
@@ -166,6 +202,7 @@ func AddIndexers(cache fleetcontrollers.BundleDeploymentCache) {
 }
 
 func (h *handler) onChange(key string, bundle *fleet.Bundle) (*fleet.Bundle, error) {
+	h.noteDependencies(key, bundle)
 	if bundle == nil {
 		h.patches.Forget(key)
 		h.written.Forget(key)
@@ -177,7 +214,7 @@ func (h *handler) onChange(key string, bundle *fleet.Bundle) (*fleet.Bundle, err
 	log := logrus.WithField("bundle", bundle.Namespace+"/"+bundle.Name)
 	base := h.written.Base(key, bundle.ResourceVersion, bundle.Status)
 	status := base.DeepCopy()
-	deployments, err := h.deploy(bundle, status, log)
+	deployments, plan, err := h.deploy(bundle, status, log)
 	var refused *refusal
 	switch {
 	case errors.As(err, &refused):
@@ -196,6 +233,10 @@ func (h *handler) onChange(key string, bundle *fleet.Bundle) (*fleet.Bundle, err
 	}
 	conditions.Set(&status.Conditions, fleet.ConditionProcessed, corev1.ConditionTrue, "", "")
 	summarize(status, deployments)
+	if h.rolledOut(bundle, status, plan) && plan.NotCreated > 0 {
+		// maxNew held some clusters back: their turn comes in the next pass.
+		h.bundles.EnqueueAfter(bundle.Namespace, bundle.Name, time.Second)
+	}
 	status.ObservedGeneration = bundle.Generation
 	return h.updateStatus(bundle, base, status, true)
 }
@@ -331,34 +372,100 @@ func (h *handler) withValues(bundle *fleet.Bundle) (*fleet.Bundle, error) {
 	return withValues(bundle, secret)
 }
 
-// deploy writes the Content and the BundleDeployments and returns the latter.
-func (h *handler) deploy(bundle *fleet.Bundle, status *fleet.BundleStatus, log logrus.FieldLogger) ([]*fleet.BundleDeployment, error) {
-	if err := unsupported(&bundle.Spec); err != nil {
-		return nil, &refusal{reasonUnsupported, err}
+// rolledOut sets the RolledOut condition and the Rollout column from plan, records
+// an event when the rollout starts to wait, and says whether it waits.
+func (h *handler) rolledOut(bundle *fleet.Bundle, status *fleet.BundleStatus, plan target.Plan) bool {
+	status.NewlyCreated = plan.NewlyCreated
+	status.Unavailable = plan.Unavailable
+	status.UnavailablePartitions = plan.UnavailablePartitions
+	status.MaxUnavailable = plan.MaxUnavailable
+	status.MaxUnavailablePartitions = plan.MaxUnavailablePartitions
+	status.PartitionStatus = plan.Partitions
+	if missing := plan.Targets - status.Summary.DesiredReady; missing > 0 {
+		// Clusters that maxNew left without a BundleDeployment yet.
+		status.Summary.DesiredReady += missing
+		status.Summary.Pending += missing
+		status.Display.ReadyClusters = fmt.Sprintf("%d/%d", status.Summary.Ready, status.Summary.DesiredReady)
+		if status.Display.State == "" || bundlestate.Worse(fleet.Pending, fleet.BundleState(status.Display.State)) {
+			status.Display.State = string(fleet.Pending)
+		}
+		if conditions.IsTrue(status.Conditions, fleet.ConditionReady) {
+			conditions.Set(&status.Conditions, fleet.ConditionReady, corev1.ConditionFalse, string(fleet.Pending),
+				fmt.Sprintf("Pending(%d) [clusters without a BundleDeployment yet: maxNew is reached]", missing))
+		}
 	}
-	bundle, err := h.withValues(bundle)
+	if plan.Done() {
+		status.Display.Rollout = ""
+		conditions.Set(&status.Conditions, fleet.ConditionRolledOut, corev1.ConditionTrue, "", "")
+		return false
+	}
+	reason, word := fleet.RolloutWaiting, "waiting"
+	if plan.Released+plan.Paused == plan.Targets {
+		reason, word = fleet.RolloutPaused, "paused"
+	}
+	status.Display.Rollout = fmt.Sprintf("%d/%d released, %s", plan.Released, plan.Targets, word)
+	before := conditions.Get(status.Conditions, fleet.ConditionRolledOut)
+	wasWaiting := before != nil && before.Reason == reason
+	conditions.Set(&status.Conditions, fleet.ConditionRolledOut, corev1.ConditionFalse, reason, plan.Waiting)
+	if !wasWaiting && reason == fleet.RolloutWaiting {
+		h.events.Event(bundle, corev1.EventTypeNormal, "RolloutWaiting", plan.Waiting)
+	}
+	return true
+}
+
+// deploy writes the Content and the BundleDeployments, and returns the latter and
+// the rollout's pass.
+func (h *handler) deploy(bundle *fleet.Bundle, status *fleet.BundleStatus, log logrus.FieldLogger) ([]*fleet.BundleDeployment, target.Plan, error) {
+	var plan target.Plan
+	policies, err := h.policies.List(bundle.Namespace, labels.Everything())
 	if err != nil {
-		return nil, err
+		return nil, plan, err
+	}
+	if err := violatesPolicy(bundle, policies); err != nil {
+		return nil, plan, &refusal{reasonPolicyViolation, err}
+	}
+	if len(bundle.Spec.DependsOn) > 0 {
+		all, err := h.bundles.Cache().List(bundle.Namespace, labels.Everything())
+		if err != nil {
+			return nil, plan, err
+		}
+		if err := checkDependsOn(bundle, all); err != nil {
+			var cycle *cycleError
+			if before := conditions.Get(status.Conditions, fleet.ConditionProcessed); errors.As(err, &cycle) && (before == nil || before.Message != err.Error()) {
+				// Every Bundle of the cycle is refused, not only the one that closed it;
+				// once, so that the Bundles of a cycle do not wake each other forever.
+				for _, name := range cycle.path {
+					if name != bundle.Name {
+						h.bundles.Enqueue(bundle.Namespace, name)
+					}
+				}
+			}
+			return nil, plan, &refusal{reasonInvalidDependsOn, err}
+		}
+	}
+	bundle, err = h.withValues(bundle)
+	if err != nil {
+		return nil, plan, err
 	}
 	ref, err := h.contentOf(bundle)
 	if err != nil {
-		return nil, err
+		return nil, plan, err
 	}
 	clusters, err := h.clusters.List(bundle.Namespace, labels.Everything())
 	if err != nil {
-		return nil, err
+		return nil, plan, err
 	}
 	groups, err := h.groups.List(bundle.Namespace, labels.Everything())
 	if err != nil {
-		return nil, err
+		return nil, plan, err
 	}
 	targets, err := target.Clusters(bundle, clusters, groups)
 	if err != nil {
-		return nil, &refusal{"InvalidTargets", err}
+		return nil, plan, &refusal{"InvalidTargets", err}
 	}
 	if len(targets) > 0 && ref.inline != nil {
 		if err := EnsureContent(h.contents, *ref.inline); err != nil {
-			return nil, err
+			return nil, plan, err
 		}
 	}
 	if old := status.ResourcesSHA256Sum; old != "" && old != ref.sha256 {
@@ -369,7 +476,7 @@ func (h *handler) deploy(bundle *fleet.Bundle, status *fleet.BundleStatus, log l
 
 	existing, err := h.deployments.Cache().GetByIndex(ByBundle, bundle.Namespace+"/"+bundle.Name)
 	if err != nil {
-		return nil, err
+		return nil, plan, err
 	}
 	byNamespace := make(map[string]*fleet.BundleDeployment, len(existing))
 	for _, bd := range existing {
@@ -377,25 +484,51 @@ func (h *handler) deploy(bundle *fleet.Bundle, status *fleet.BundleStatus, log l
 	}
 	wants := make([]*fleet.BundleDeployment, len(targets))
 	haves := make([]*fleet.BundleDeployment, len(targets))
+	staged := make([]target.Staged, len(targets))
 	for i, t := range targets {
 		templated, err := target.Template(t.Options, t.Cluster)
 		if err != nil {
-			return nil, &refusal{reasonInvalidTemplate, fmt.Errorf("for Cluster %s: %w", t.Cluster.Name, err)}
+			return nil, plan, &refusal{reasonInvalidTemplate, fmt.Errorf("for Cluster %s: %w", t.Cluster.Name, err)}
 		}
 		t.Options = templated
 		want, err := desired(bundle, t, ref.name)
 		if err != nil {
-			return nil, &refusal{"InvalidOptions", err}
+			return nil, plan, &refusal{"InvalidOptions", err}
 		}
 		wants[i], haves[i] = want, byNamespace[want.Namespace]
 		delete(byNamespace, want.Namespace)
+		staged[i] = target.Staged{Target: t, DeploymentID: want.Spec.StagedDeploymentID, Deployment: haves[i], Paused: want.Spec.Paused}
+	}
+	plan, err = target.Rollout(bundle.Spec.RolloutStrategy, groups, staged)
+	if err != nil {
+		return nil, plan, &refusal{"InvalidRolloutStrategy", err}
+	}
+	for i, d := range plan.Decisions {
+		switch {
+		case haves[i] == nil && !d.Create:
+			wants[i] = nil
+		case d.Release:
+		case haves[i] != nil:
+			// Staged only: the cluster keeps what it has until the rollout reaches it,
+			// with the signature of what it has.
+			wants[i].Spec.Options, wants[i].Spec.DeploymentID = haves[i].Spec.Options, haves[i].Spec.DeploymentID
+			if sig := haves[i].Annotations[names.SignatureAnnotation]; sig != "" {
+				metav1.SetMetaDataAnnotation(&wants[i].ObjectMeta, names.SignatureAnnotation, sig)
+			} else {
+				delete(wants[i].Annotations, names.SignatureAnnotation)
+			}
+		default:
+			wants[i].Spec.Options, wants[i].Spec.DeploymentID = fleet.BundleDeploymentOptions{}, ""
+		}
 	}
 	// Written side by side: one after the other, a Bundle's thousand targets took a
 	// thousand round trips to the API server.
 	written := make([]*fleet.BundleDeployment, len(targets))
 	writeErrs := make([]error, len(targets))
 	workqueue.ParallelizeUntil(context.Background(), deploymentWriters, len(targets), func(i int) {
-		written[i], writeErrs[i] = h.write(wants[i], haves[i])
+		if wants[i] != nil {
+			written[i], writeErrs[i] = h.write(wants[i], haves[i])
+		}
 	})
 	var (
 		out  []*fleet.BundleDeployment
@@ -403,6 +536,7 @@ func (h *handler) deploy(bundle *fleet.Bundle, status *fleet.BundleStatus, log l
 	)
 	for i := range targets {
 		switch {
+		case wants[i] == nil:
 		case writeErrs[i] == nil:
 			out = append(out, written[i])
 		case haves[i] != nil:
@@ -418,7 +552,7 @@ func (h *handler) deploy(bundle *fleet.Bundle, status *fleet.BundleStatus, log l
 		}
 		log.WithField("clusterNamespace", stale.Namespace).Info("Cluster no longer targeted; removed its BundleDeployment")
 	}
-	return out, errors.Join(errs...)
+	return out, plan, errors.Join(errs...)
 }
 
 // write creates want, or updates have to match it; it leaves the status alone.
@@ -433,10 +567,6 @@ func (h *handler) write(want, have *fleet.BundleDeployment) (*fleet.BundleDeploy
 			return nil, fmt.Errorf("creating BundleDeployment %s/%s: %w", want.Namespace, want.Name, err)
 		}
 		return bd, nil
-	}
-	if have.Spec.Paused && want.Spec.Paused {
-		// A paused deployment keeps what it has and only learns what is staged.
-		want.Spec.Options, want.Spec.DeploymentID = have.Spec.Options, have.Spec.DeploymentID
 	}
 	labels := deploymentLabels(want.Labels, have.Labels)
 	signature := want.Annotations[names.SignatureAnnotation]
@@ -568,6 +698,40 @@ func (h *handler) onRemove(_ string, bundle *fleet.Bundle) (*fleet.Bundle, error
 		h.contents.EnqueueAfter(bundle.Spec.ContentsID, contentGrace)
 	}
 	return bundle, errors.Join(errs...)
+}
+
+// noteDependencies looks again at the Bundles of bundle's namespace that have a
+// dependsOn when what dependsOn can see of bundle changed, or it is gone: a cycle
+// may have opened, and its Bundles deploy again. (One that closes is found by the
+// Bundle that closes it, which refuses the others.)
+func (h *handler) noteDependencies(key string, bundle *fleet.Bundle) {
+	fingerprint := ""
+	if bundle != nil && bundle.DeletionTimestamp == nil {
+		raw, _ := json.Marshal(bundle.Spec.DependsOn)
+		fingerprint = labels.Set(bundle.Labels).String() + "|" + string(raw)
+	}
+	h.mu.Lock()
+	before, known := h.graph[key]
+	if fingerprint == "" {
+		delete(h.graph, key)
+	} else {
+		h.graph[key] = fingerprint
+	}
+	h.mu.Unlock()
+	if !known || before == fingerprint {
+		// A Bundle new to the hub closes no cycle that its own look does not find.
+		return
+	}
+	namespace, _, _ := strings.Cut(key, "/")
+	dependents, err := h.bundles.Cache().GetByIndex(byDependsOn, namespace)
+	if err != nil {
+		return
+	}
+	for _, b := range dependents {
+		if b.Namespace+"/"+b.Name != key {
+			h.bundles.Enqueue(b.Namespace, b.Name)
+		}
+	}
 }
 
 // onClusterChange looks again at the Bundles a cluster's change can affect: those
