@@ -27,6 +27,9 @@ const (
 	AgentIdentitySecret = "fleet-agent"
 	// AgentConfigMap is the downstream ConfigMap holding clientID and labels.
 	AgentConfigMap = "fleet-agent"
+	// AgentReleasesConfigMap is the downstream ConfigMap, in the agent's namespace,
+	// where the agent lists the releases it made and how to remove each.
+	AgentReleasesConfigMap = "fleet-agent-releases"
 	// AgentIdentityServiceAccount is the cluster identity in its per-cluster namespace.
 	AgentIdentityServiceAccount = "fleet-agent"
 	// AgentRecoveryServiceAccount, in a per-cluster namespace, may only ask for a new

@@ -36,7 +36,6 @@ import (
 	"github.com/flotilla/flotilla/pkg/content"
 	"github.com/flotilla/flotilla/pkg/generated/clientset/versioned"
 	fleetcontrollers "github.com/flotilla/flotilla/pkg/generated/controllers/fleet.cattle.io/v1alpha1"
-	"github.com/flotilla/flotilla/pkg/helmclient"
 	"github.com/flotilla/flotilla/pkg/metrics"
 	"github.com/flotilla/flotilla/pkg/names"
 	"github.com/flotilla/flotilla/pkg/registration"
@@ -79,8 +78,11 @@ type Deployer struct {
 	// ClusterName is the cluster's Cluster on the hub: its agent bundle is named for it.
 	ClusterName string
 
-	mu      sync.Mutex
-	configs map[string]*action.Configuration
+	mu sync.Mutex
+	// configs are by release namespace and ServiceAccount (see access).
+	configs map[string]access
+	// ledger lists the releases the agent made, and how each is removed.
+	ledger *ledger
 	// ops keeps Helm operations from being cut short: a stopping agent waits for them.
 	ops operations
 }
@@ -132,7 +134,8 @@ func (d *Deployer) Register(ctx context.Context) {
 	if d.MonitorInterval <= 0 {
 		d.MonitorInterval = DefaultMonitorInterval
 	}
-	d.configs = map[string]*action.Configuration{}
+	d.configs = map[string]access{}
+	d.ledger = &ledger{kube: d.DownstreamKube, namespace: d.AgentNamespace, legacy: d.legacyReleases}
 	d.Deployments.OnChange(ctx, "deploy", d.onChange)
 }
 
@@ -159,10 +162,11 @@ func (d *Deployer) onChange(key string, bd *fleet.BundleDeployment) (*fleet.Bund
 		recordDeploy(bd, status, nil, err, log)
 		return d.report(bd, status)
 	}
-	cfg, err := d.config(releaseNS)
+	acc, err := d.access(releaseNS, d.serviceAccount(bd))
 	if err != nil {
 		return bd, err
 	}
+	cfg := acc.helm
 
 	// The release as it stands, read once: every decision below starts from it.
 	last, lastErr := cfg.Releases.Last(releaseName)
@@ -178,22 +182,36 @@ func (d *Deployer) onChange(key string, bd *fleet.BundleDeployment) (*fleet.Bund
 	} else {
 		clearRefusal(status)
 	}
-	var deployErr error
+	var (
+		deployErr error
+		waiting   bool
+	)
 	if refused == nil && !bd.Spec.Paused && needsDeploy(bd, last, lastErr) {
-		last, deployErr = d.deploy(cfg, bd, releaseNS, releaseName, false, log)
-		if errors.Is(deployErr, errStopping) {
-			return bd, nil
+		waiting = d.waitsForDependencies(bd, status, log)
+		if !waiting {
+			last, deployErr = d.deploy(acc, bd, releaseNS, releaseName, false, log)
+			if errors.Is(deployErr, errStopping) {
+				return bd, nil
+			}
+			recordDeploy(bd, status, last, deployErr, log)
 		}
-		recordDeploy(bd, status, last, deployErr, log)
+	}
+	if !waiting {
+		clearWait(bd, status)
 	}
 	if deployErr == nil {
 		d.monitor(cfg, bd, status, last, lastErr, log)
-		if drift := d.correctDrift(bd); refused == nil && len(status.ModifiedStatus) > 0 && drift != nil && drift.Enabled && !bd.Spec.Paused {
+		if drift := d.correctDrift(bd); refused == nil && !waiting && len(status.ModifiedStatus) > 0 && drift != nil && drift.Enabled && !bd.Spec.Paused {
 			log.WithField("modified", bundlestate.Message(&fleet.BundleDeployment{Spec: bd.Spec, Status: *status})).Info("Correcting drift")
-			last, deployErr = d.deploy(cfg, bd, releaseNS, releaseName, drift.Force, log)
+			before := last
+			last, deployErr = d.deploy(acc, bd, releaseNS, releaseName, drift.Force, log)
 			recordDeploy(bd, status, last, deployErr, log)
 			if deployErr == nil {
 				d.monitor(cfg, bd, status, last, nil, log)
+			} else if !drift.KeepFailHistory {
+				if err := dropFailedAttempt(cfg, releaseName, before); err != nil {
+					log.WithError(err).Warn("Cannot remove the failed drift correction from the release's history")
+				}
 			}
 		}
 	}
@@ -209,6 +227,7 @@ func (d *Deployer) onChange(key string, bd *fleet.BundleDeployment) (*fleet.Bund
 func (d *Deployer) report(bd *fleet.BundleDeployment, status *fleet.BundleDeploymentStatus) (*fleet.BundleDeployment, error) {
 	display(bd, status)
 	if !equality.Semantic.DeepEqual(*status, bd.Status) {
+		before := bundlestate.Of(bd)
 		updated := bd.DeepCopy()
 		updated.Status = *status
 		written, err := d.Deployments.UpdateStatus(updated)
@@ -216,6 +235,7 @@ func (d *Deployer) report(bd *fleet.BundleDeployment, status *fleet.BundleDeploy
 			return bd, fmt.Errorf("reporting the status of BundleDeployment %s/%s: %w", bd.Namespace, bd.Name, err)
 		}
 		bd = written
+		d.wakeDependents(bd, before)
 	}
 	d.Deployments.EnqueueAfter(bd.Namespace, bd.Name, d.MonitorInterval)
 	return bd, nil
@@ -361,7 +381,7 @@ func (d *Deployer) monitor(cfg *action.Configuration, bd *fleet.BundleDeployment
 	infos, err := cfg.KubeClient.Build(bytes.NewBufferString(rel.Manifest), false)
 	if err == nil {
 		var o observed
-		if o, err = observe(infos, bd.Spec.Options.Diff); err == nil {
+		if o, err = observe(infos, bd.Spec.Options.Diff, bd.Spec.Options.IgnoreOptions.Conditions); err == nil {
 			status.NonReadyStatus, status.ModifiedStatus, status.Resources = o.nonReady, o.modified, o.resources
 			status.Ready = len(o.nonReady) == 0
 			status.NonModified = len(o.modified) == 0
@@ -396,13 +416,17 @@ func display(bd *fleet.BundleDeployment, status *fleet.BundleDeploymentStatus) {
 
 // deploy installs or upgrades bd's release. The Helm operation runs to its end even
 // when the agent is asked to stop meanwhile.
-func (d *Deployer) deploy(cfg *action.Configuration, bd *fleet.BundleDeployment, ns, name string, force bool, log logrus.FieldLogger) (*release.Release, error) {
+func (d *Deployer) deploy(acc access, bd *fleet.BundleDeployment, ns, name string, force bool, log logrus.FieldLogger) (*release.Release, error) {
 	if !d.ops.begin() {
 		return nil, errStopping
 	}
 	defer d.ops.end()
 	ctx, cancel := context.WithTimeout(context.Background(), d.timeout(bd)+30*time.Second)
 	defer cancel()
+	cfg := acc.helm
+	if err := d.checkServiceAccount(ctx, d.serviceAccount(bd)); err != nil {
+		return nil, err
+	}
 
 	c, err := d.Hub.FleetV1alpha1().Contents().Get(ctx, target.ContentName(bd.Spec.DeploymentID), metav1.GetOptions{})
 	if err != nil {
@@ -424,7 +448,7 @@ func (d *Deployer) deploy(cfg *action.Configuration, bd *fleet.BundleDeployment,
 		return nil, err
 	}
 	opts := bd.Spec.Options
-	extra, err := d.valuesFrom(ctx, opts)
+	extra, err := valuesFrom(ctx, acc.kube, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -441,7 +465,7 @@ func (d *Deployer) deploy(cfg *action.Configuration, bd *fleet.BundleDeployment,
 	last, err := cfg.Releases.Last(name)
 	switch {
 	case errors.Is(err, driver.ErrReleaseNotFound):
-		return d.install(ctx, cfg, bd, ns, name, r, values)
+		return d.install(ctx, acc, bd, ns, name, r, values)
 	case err != nil:
 		return nil, fmt.Errorf("reading release %s/%s: %w", ns, name, err)
 	}
@@ -473,6 +497,9 @@ func (d *Deployer) deploy(cfg *action.Configuration, bd *fleet.BundleDeployment,
 	up.MaxHistory = maxHistory(helm)
 	up.Labels = releaseLabels(bd)
 	up.PostRenderer = r.PostRenderer
+	if err := d.remember(bd, ns, name, false); err != nil {
+		return nil, err
+	}
 	rel, err := up.RunWithContext(ctx, name, r.Chart, values)
 	if err != nil {
 		return nil, fmt.Errorf("upgrading release %s/%s: %w", ns, name, err)
@@ -480,12 +507,15 @@ func (d *Deployer) deploy(cfg *action.Configuration, bd *fleet.BundleDeployment,
 	return rel, nil
 }
 
-func (d *Deployer) install(ctx context.Context, cfg *action.Configuration, bd *fleet.BundleDeployment, ns, name string, r *render.Release, values map[string]interface{}) (*release.Release, error) {
+func (d *Deployer) install(ctx context.Context, acc access, bd *fleet.BundleDeployment, ns, name string, r *render.Release, values map[string]interface{}) (*release.Release, error) {
 	helm := helmOptions(bd.Spec.Options)
-	in := action.NewInstall(cfg)
+	in := action.NewInstall(acc.helm)
 	in.ReleaseName = name
 	in.Namespace = ns
-	in.CreateNamespace = true
+	// ensureNamespace made it: Helm's creation would ask for the right to create
+	// namespaces even when the namespace exists, which a Bundle's serviceAccount
+	// may lack.
+	in.CreateNamespace = false
 	in.Timeout = d.timeout(bd)
 	in.TakeOwnership = helm.TakeOwnership
 	in.Atomic = helm.Atomic
@@ -495,7 +525,13 @@ func (d *Deployer) install(ctx context.Context, cfg *action.Configuration, bd *f
 	in.EnableDNS = !helm.DisableDNS
 	in.Labels = releaseLabels(bd)
 	in.PostRenderer = r.PostRenderer
-	if err := d.ensureNamespace(ctx, ns, bd.Spec.Options); err != nil {
+	created, err := ensureNamespace(ctx, acc.kube, ns, bd.Spec.Options)
+	if err != nil {
+		return nil, fmt.Errorf("namespace %s: %w", ns, err)
+	}
+	// Recorded before the release is made, so that it is never one the agent does not
+	// know how to remove.
+	if err := d.remember(bd, ns, name, created); err != nil {
 		return nil, err
 	}
 	rel, err := in.RunWithContext(ctx, r.Chart, values)
@@ -506,21 +542,26 @@ func (d *Deployer) install(ctx context.Context, cfg *action.Configuration, bd *f
 }
 
 // ensureNamespace creates the release's namespace with the Bundle's namespace labels
-// and annotations, or adds them to an existing one.
-func (d *Deployer) ensureNamespace(ctx context.Context, ns string, opts fleet.BundleDeploymentOptions) error {
-	client := d.DownstreamKube.CoreV1().Namespaces()
+// and annotations, or adds them to an existing one. A namespace it creates is
+// annotated with the BundleDeployment it was created for (see deleteNamespace).
+func ensureNamespace(ctx context.Context, kube kubernetes.Interface, ns string, opts fleet.BundleDeploymentOptions) (created bool, err error) {
+	client := kube.CoreV1().Namespaces()
 	existing, err := client.Get(ctx, ns, metav1.GetOptions{})
+	if apierrors.IsForbidden(err) && len(opts.NamespaceLabels) == 0 && len(opts.NamespaceAnnotations) == 0 {
+		// A serviceAccount that may not read the namespace may still deploy into it.
+		return false, nil
+	}
 	if apierrors.IsNotFound(err) {
 		_, err = client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
 			Name: ns, Labels: opts.NamespaceLabels, Annotations: opts.NamespaceAnnotations,
 		}}, metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
-			return nil
+			return false, nil
 		}
-		return err
+		return err == nil, err
 	}
 	if err != nil || (len(opts.NamespaceLabels) == 0 && len(opts.NamespaceAnnotations) == 0) {
-		return err
+		return false, err
 	}
 	updated := existing.DeepCopy()
 	if updated.Labels == nil {
@@ -536,10 +577,10 @@ func (d *Deployer) ensureNamespace(ctx context.Context, ns string, opts fleet.Bu
 		updated.Annotations[k] = v
 	}
 	if equality.Semantic.DeepEqual(updated.ObjectMeta, existing.ObjectMeta) {
-		return nil
+		return false, nil
 	}
 	_, err = client.Update(ctx, updated, metav1.UpdateOptions{})
-	return err
+	return false, err
 }
 
 func helmOptions(opts fleet.BundleDeploymentOptions) fleet.HelmOptions {
@@ -601,8 +642,8 @@ func agentValues(previous, bundle map[string]interface{}, trusting bool) map[str
 	return out
 }
 
-// valuesFrom reads helm.valuesFrom from the downstream cluster.
-func (d *Deployer) valuesFrom(ctx context.Context, opts fleet.BundleDeploymentOptions) ([]map[string]interface{}, error) {
+// valuesFrom reads helm.valuesFrom from the downstream cluster, with kube.
+func valuesFrom(ctx context.Context, kube kubernetes.Interface, opts fleet.BundleDeploymentOptions) ([]map[string]interface{}, error) {
 	if opts.Helm == nil {
 		return nil, nil
 	}
@@ -617,7 +658,7 @@ func (d *Deployer) valuesFrom(ctx context.Context, opts fleet.BundleDeploymentOp
 			ref := from.ConfigMapKeyRef
 			ns := defaultString(ref.Namespace, opts.DefaultNamespace)
 			what = fmt.Sprintf("ConfigMap %s/%s key %s", ns, ref.Name, defaultString(ref.Key, "values.yaml"))
-			cm, err := d.DownstreamKube.CoreV1().ConfigMaps(ns).Get(ctx, ref.Name, metav1.GetOptions{})
+			cm, err := kube.CoreV1().ConfigMaps(ns).Get(ctx, ref.Name, metav1.GetOptions{})
 			if err != nil {
 				return nil, fmt.Errorf("helm.valuesFrom %s: %w", what, err)
 			}
@@ -626,7 +667,7 @@ func (d *Deployer) valuesFrom(ctx context.Context, opts fleet.BundleDeploymentOp
 			ref := from.SecretKeyRef
 			ns := defaultString(ref.Namespace, opts.DefaultNamespace)
 			what = fmt.Sprintf("Secret %s/%s key %s", ns, ref.Name, defaultString(ref.Key, "values.yaml"))
-			s, err := d.DownstreamKube.CoreV1().Secrets(ns).Get(ctx, ref.Name, metav1.GetOptions{})
+			s, err := kube.CoreV1().Secrets(ns).Get(ctx, ref.Name, metav1.GetOptions{})
 			if err != nil {
 				return nil, fmt.Errorf("helm.valuesFrom %s: %w", what, err)
 			}
@@ -648,21 +689,6 @@ func defaultString(s, def string) string {
 		return def
 	}
 	return s
-}
-
-// config is the Helm configuration for releases in namespace ("" for all).
-func (d *Deployer) config(namespace string) (*action.Configuration, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if cfg, ok := d.configs[namespace]; ok {
-		return cfg, nil
-	}
-	cfg, err := helmclient.Configuration(d.Downstream, namespace, d.Log)
-	if err != nil {
-		return nil, err
-	}
-	d.configs[namespace] = cfg
-	return cfg, nil
 }
 
 // clusterScoped says, from the downstream cluster's API, whether objects of a kind
@@ -697,14 +723,14 @@ func (d *Deployer) invalidateDiscovery(cfg *action.Configuration) error {
 	return nil
 }
 
-// uninstall removes the release made for the BundleDeployment named name, except the
-// agent's own release.
+// uninstall removes the releases the agent made for the BundleDeployment named name
+// (see remove).
 func (d *Deployer) uninstall(name string) error {
-	releases, err := d.listReleases(labels.SelectorFromSet(labels.Set{names.BundleDeploymentLabel: name}).String())
+	made, err := d.ledger.find(func(m made) bool { return m.BundleDeployment == name })
 	if err != nil {
-		return fmt.Errorf("listing releases of BundleDeployment %s: %w", name, err)
+		return err
 	}
-	return d.uninstallReleases(releases)
+	return d.remove(made)
 }
 
 // listReleases lists the releases of every namespace whose labels match selector.
@@ -721,80 +747,112 @@ func (d *Deployer) listReleases(selector string) ([]*release.Release, error) {
 	return list.Run()
 }
 
-func (d *Deployer) uninstallReleases(releases []*release.Release) error {
-	var errs []error
-	seen := map[string]bool{}
+// legacyReleases lists the releases that agents labelled for their BundleDeployments
+// before they kept a ledger.
+func (d *Deployer) legacyReleases() ([]made, error) {
+	releases, err := d.listReleases(names.BundleDeploymentLabel)
+	if err != nil {
+		return nil, err
+	}
+	var out []made
 	for _, rel := range releases {
-		key := rel.Namespace + "/" + rel.Name
-		if seen[key] || (rel.Name == names.AgentRelease && rel.Namespace == d.AgentNamespace) {
+		out = append(out, made{Namespace: rel.Namespace, Release: rel.Name, BundleDeployment: rel.Labels[names.BundleDeploymentLabel], KeepResources: keepsResources(rel)})
+	}
+	return out, nil
+}
+
+// remember records in the ledger the release ns/name made for bd, and whether the
+// agent created its namespace for it now.
+func (d *Deployer) remember(bd *fleet.BundleDeployment, ns, name string, createdNamespace bool) error {
+	if d.isAgent(bd) {
+		return nil
+	}
+	err := d.ledger.record(made{
+		Namespace: ns, Release: name, BundleDeployment: bd.Name, ServiceAccount: d.serviceAccount(bd),
+		KeepResources: bd.Spec.Options.KeepResources, DeleteNamespace: bd.Spec.Options.DeleteNamespace, CreatedNamespace: createdNamespace,
+	})
+	if err != nil {
+		return fmt.Errorf("recording release %s/%s: %w", ns, name, err)
+	}
+	return nil
+}
+
+// remove removes releases the agent made, as the ledger says each is removed, with
+// the rights each was deployed with: uninstalled, or forgotten with its objects kept
+// (keepResources), then its namespace deleted (deleteNamespace). Each is forgotten by
+// the ledger once removed; one that could not be is tried again.
+func (d *Deployer) remove(releases []made) error {
+	var errs []error
+	for _, m := range releases {
+		if m.Release == names.AgentRelease && m.Namespace == d.AgentNamespace {
 			continue
 		}
-		seen[key] = true
-		uninstall := d.uninstallRelease
-		if keepsResources(rel) {
-			uninstall = d.forgetRelease
+		var err error
+		if m.KeepResources {
+			err = d.forgetRelease(m)
+		} else if err = d.uninstallRelease(m); err == nil && m.DeleteNamespace && m.CreatedNamespace {
+			err = d.deleteNamespace(m)
 		}
-		if err := uninstall(rel.Namespace, rel.Name); err != nil {
+		if err == nil {
+			err = d.ledger.forget(m)
+		}
+		if err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
 }
 
-// onRelease runs op with the Helm configuration of namespace, unless the agent is
-// stopping; a stopping agent waits for it.
-func (d *Deployer) onRelease(namespace string, op func(cfg *action.Configuration) error) error {
+// onRelease runs op with the access of the release m, unless the agent is stopping;
+// a stopping agent waits for it.
+func (d *Deployer) onRelease(m made, op func(acc access) error) error {
 	if !d.ops.begin() {
 		return errStopping
 	}
 	defer d.ops.end()
-	cfg, err := d.config(namespace)
+	acc, err := d.access(m.Namespace, m.ServiceAccount)
 	if err != nil {
 		return err
 	}
-	return op(cfg)
+	return op(acc)
 }
 
-func (d *Deployer) uninstallRelease(namespace, name string) error {
-	return d.onRelease(namespace, func(cfg *action.Configuration) error {
-		un := action.NewUninstall(cfg)
+func (d *Deployer) uninstallRelease(m made) error {
+	return d.onRelease(m, func(acc access) error {
+		un := action.NewUninstall(acc.helm)
 		un.Timeout = 5 * time.Minute
-		if _, err := un.Run(name); err != nil && !errors.Is(err, driver.ErrReleaseNotFound) {
-			return fmt.Errorf("uninstalling release %s/%s: %w", namespace, name, err)
+		if _, err := un.Run(m.Release); err != nil && !errors.Is(err, driver.ErrReleaseNotFound) {
+			return fmt.Errorf("uninstalling release %s/%s: %w", m.Namespace, m.Release, err)
 		}
-		d.Log.WithField("release", namespace+"/"+name).Info("Uninstalled the release of a removed BundleDeployment")
+		d.Log.WithField("release", m.Namespace+"/"+m.Release).Info("Uninstalled the release of a removed BundleDeployment")
 		return nil
 	})
 }
 
 // forgetRelease deletes every revision of a release from Helm's storage and leaves
 // its objects where they are (keepResources): no longer Helm's, nor Flotilla's.
-func (d *Deployer) forgetRelease(namespace, name string) error {
-	return d.onRelease(namespace, func(cfg *action.Configuration) error {
-		history, err := cfg.Releases.History(name)
+func (d *Deployer) forgetRelease(m made) error {
+	return d.onRelease(m, func(acc access) error {
+		history, err := acc.helm.Releases.History(m.Release)
 		if errors.Is(err, driver.ErrReleaseNotFound) {
 			return nil
 		}
 		if err != nil {
-			return fmt.Errorf("reading release %s/%s: %w", namespace, name, err)
+			return fmt.Errorf("reading release %s/%s: %w", m.Namespace, m.Release, err)
 		}
 		for _, rel := range history {
-			if _, err := cfg.Releases.Delete(rel.Name, rel.Version); err != nil && !errors.Is(err, driver.ErrReleaseNotFound) {
-				return fmt.Errorf("forgetting release %s/%s: %w", namespace, name, err)
+			if _, err := acc.helm.Releases.Delete(rel.Name, rel.Version); err != nil && !errors.Is(err, driver.ErrReleaseNotFound) {
+				return fmt.Errorf("forgetting release %s/%s: %w", m.Namespace, m.Release, err)
 			}
 		}
-		d.Log.WithField("release", namespace+"/"+name).Info("Forgot the release of a removed BundleDeployment and kept its objects (keepResources)")
+		d.Log.WithField("release", m.Namespace+"/"+m.Release).Info("Forgot the release of a removed BundleDeployment and kept its objects (keepResources)")
 		return nil
 	})
 }
 
-// Cleanup uninstalls releases this agent made for BundleDeployments that no longer
+// Cleanup removes the releases the agent made for BundleDeployments that no longer
 // exist (removed while the agent was not running). Call it once the cache has synced.
 func (d *Deployer) Cleanup() error {
-	releases, err := d.listReleases(names.BundleDeploymentLabel)
-	if err != nil {
-		return fmt.Errorf("listing the agent's releases: %w", err)
-	}
 	current, err := d.Deployments.Cache().List("", labels.Everything())
 	if err != nil {
 		return err
@@ -803,11 +861,55 @@ func (d *Deployer) Cleanup() error {
 	for _, bd := range current {
 		exists[bd.Name] = true
 	}
-	var orphans []*release.Release
-	for _, rel := range releases {
-		if !exists[rel.Labels[names.BundleDeploymentLabel]] {
-			orphans = append(orphans, rel)
-		}
+	orphans, err := d.ledger.find(func(m made) bool { return !exists[m.BundleDeployment] })
+	if err != nil {
+		return fmt.Errorf("reading the agent's releases: %w", err)
 	}
-	return d.uninstallReleases(orphans)
+	return d.remove(orphans)
+}
+
+// deleteNamespace deletes the namespace of the removed release m, which the agent
+// created for it (deleteNamespace), with the rights m was deployed with, unless
+// another release the agent made lives there.
+func (d *Deployer) deleteNamespace(m made) error {
+	log := d.Log.WithFields(logrus.Fields{"release": m.Namespace + "/" + m.Release, "namespace": m.Namespace})
+	if m.Namespace == d.AgentNamespace {
+		return nil
+	}
+	others, err := d.ledger.find(func(o made) bool { return o.Namespace == m.Namespace && o.Release != m.Release })
+	if err != nil {
+		return err
+	}
+	if len(others) > 0 {
+		log.WithField("other", others[0].Release).Info("deleteNamespace: keeping the namespace, which another release uses")
+		return nil
+	}
+	return d.onRelease(m, func(acc access) error {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		err := acc.kube.CoreV1().Namespaces().Delete(ctx, m.Namespace, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting namespace %s (deleteNamespace): %w", m.Namespace, err)
+		}
+		log.Info("Deleted the namespace created for the removed BundleDeployment (deleteNamespace)")
+		return nil
+	})
+}
+
+// dropFailedAttempt removes from the history of release name the revision a failed
+// operation added after before (the release as it stood), so that a failed drift
+// correction leaves the history as it was (correctDrift.keepFailHistory keeps it).
+func dropFailedAttempt(cfg *action.Configuration, name string, before *release.Release) error {
+	last, err := cfg.Releases.Last(name)
+	if errors.Is(err, driver.ErrReleaseNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if last.Info.Status != release.StatusFailed || (before != nil && last.Version <= before.Version) {
+		return nil
+	}
+	_, err = cfg.Releases.Delete(last.Name, last.Version)
+	return err
 }

@@ -3,6 +3,7 @@ package deployer
 import (
 	"fmt"
 	"io"
+	"slices"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"helm.sh/helm/v3/pkg/storage/driver"
 	helmtime "helm.sh/helm/v3/pkg/time"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8sfake "k8s.io/client-go/kubernetes/fake"
 
 	fleet "github.com/flotilla/flotilla/pkg/apis/fleet.cattle.io/v1alpha1"
 	"github.com/flotilla/flotilla/pkg/content"
@@ -47,7 +49,8 @@ func testDeployer(t *testing.T, resources []fleet.BundleResource) (*Deployer, *f
 	hub := fake.NewSimpleClientset(&fleet.Content{ObjectMeta: metav1.ObjectMeta{Name: enc.Name}, Content: data, SHA256Sum: enc.SHA256})
 	log := logrus.New()
 	log.SetOutput(io.Discard)
-	d := &Deployer{Hub: hub, AgentNamespace: names.SystemNamespace, Log: log, configs: map[string]*action.Configuration{}}
+	d := &Deployer{Hub: hub, AgentNamespace: names.SystemNamespace, Log: log, configs: map[string]access{}}
+	d.ledger = &ledger{kube: k8sfake.NewClientset(), namespace: names.SystemNamespace, legacy: func() ([]made, error) { return nil, nil }}
 	bd := &fleet.BundleDeployment{
 		ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: "cluster-ns"},
 		Spec:       fleet.BundleDeploymentSpec{DeploymentID: enc.Name + ":x", Options: fleet.BundleDeploymentOptions{DefaultNamespace: "app"}},
@@ -69,7 +72,7 @@ func TestPendingReleaseIsRecovered(t *testing.T) {
 	if err := cfg.Releases.Create(stuck); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.deploy(cfg, bd, "app", "app", false, d.Log); err != nil {
+	if _, err := d.deploy(access{helm: cfg, kube: k8sfake.NewClientset()}, bd, "app", "app", false, d.Log); err != nil {
 		t.Fatalf("deploy over a pending release: %v", err)
 	}
 	history, err := cfg.Releases.History("app")
@@ -104,7 +107,7 @@ func TestStoppingWaitsForOperations(t *testing.T) {
 	}
 	d.ops.end()
 	<-stopped
-	if _, err := d.deploy(memoryConfig(), bd, "app", "app", false, d.Log); err != errStopping {
+	if _, err := d.deploy(access{helm: memoryConfig()}, bd, "app", "app", false, d.Log); err != errStopping {
 		t.Errorf("deploy after Wait: %v, want errStopping", err)
 	}
 }
@@ -161,5 +164,48 @@ func TestAgentValuesOfATrustingAgentKeepItsCode(t *testing.T) {
 	}
 	if got := agentValues(owner, bundle, false); got["privateRepoURL"] != "evil.example" {
 		t.Errorf("without trusted keys the hub's settings apply: %v", got)
+	}
+}
+
+// A failed drift correction leaves no revision behind, unless keepFailHistory.
+func TestDropFailedAttempt(t *testing.T) {
+	revision := func(v int, status release.Status) *release.Release {
+		return &release.Release{Name: "app", Namespace: "app", Version: v, Info: &release.Info{Status: status, LastDeployed: helmtime.Now()},
+			Chart: &chart.Chart{Metadata: &chart.Metadata{Name: "app", Version: "0.0.0", APIVersion: "v2"}}}
+	}
+	for _, tc := range []struct {
+		name    string
+		history []*release.Release
+		before  int
+		want    []int
+	}{
+		{"the failed attempt goes", []*release.Release{revision(1, release.StatusDeployed), revision(2, release.StatusFailed)}, 1, []int{1}},
+		{"an older failure stays", []*release.Release{revision(1, release.StatusFailed), revision(2, release.StatusDeployed)}, 2, []int{1, 2}},
+		{"a failure that was there before stays", []*release.Release{revision(1, release.StatusDeployed), revision(2, release.StatusFailed)}, 2, []int{1, 2}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := memoryConfig()
+			var before *release.Release
+			for _, r := range tc.history {
+				if err := cfg.Releases.Create(r); err != nil {
+					t.Fatal(err)
+				}
+				if r.Version == tc.before {
+					before = r
+				}
+			}
+			if err := dropFailedAttempt(cfg, "app", before); err != nil {
+				t.Fatal(err)
+			}
+			history, _ := cfg.Releases.History("app")
+			var got []int
+			for _, r := range history {
+				got = append(got, r.Version)
+			}
+			slices.Sort(got)
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("history %v, want %v", got, tc.want)
+			}
+		})
 	}
 }

@@ -23,7 +23,7 @@ type observed struct {
 
 // observe reads each object of a release from the downstream cluster: is it there,
 // does it still hold what the release put in it, and is it ready.
-func observe(infos []*resource.Info, diff *fleet.DiffOptions) (observed, error) {
+func observe(infos []*resource.Info, diff *fleet.DiffOptions, ignoreConditions []map[string]string) (observed, error) {
 	var out observed
 	for _, info := range infos {
 		want, ok := info.Object.(*unstructured.Unstructured)
@@ -56,7 +56,7 @@ func observe(infos []*resource.Info, diff *fleet.DiffOptions) (observed, error) 
 				Patch: "differs at " + path,
 			})
 		}
-		if s := summary.Summarize(live); !s.IsReady() {
+		if s := summary.Summarize(withoutConditions(live, ignoreConditions)); !s.IsReady() {
 			out.nonReady = append(out.nonReady, fleet.NonReadyStatus{
 				UID: live.GetUID(), Kind: kind, APIVersion: apiVersion, Namespace: info.Namespace, Name: info.Name,
 				Summary: fleet.ResourceSummary{State: s.State, Error: s.Error, Transitioning: s.Transitioning, Message: s.Message},
@@ -195,4 +195,49 @@ func number(v interface{}) (float64, bool) {
 		return n, true
 	}
 	return 0, false
+}
+
+// withoutConditions is obj without the status conditions that ignore.conditions
+// match (every key and value of one entry equal to the condition's fields, e.g.
+// {type: Progressing, status: "False"}): they do not count for readiness.
+func withoutConditions(obj *unstructured.Unstructured, ignore []map[string]string) *unstructured.Unstructured {
+	if len(ignore) == 0 {
+		return obj
+	}
+	conds, found, err := unstructured.NestedSlice(obj.Object, "status", "conditions")
+	if err != nil || !found {
+		return obj
+	}
+	kept := make([]interface{}, 0, len(conds))
+	for _, c := range conds {
+		cond, ok := c.(map[string]interface{})
+		if !ok || !ignored(cond, ignore) {
+			kept = append(kept, c)
+		}
+	}
+	if len(kept) == len(conds) {
+		return obj
+	}
+	out := obj.DeepCopy()
+	_ = unstructured.SetNestedSlice(out.Object, kept, "status", "conditions")
+	return out
+}
+
+func ignored(cond map[string]interface{}, ignore []map[string]string) bool {
+	for _, match := range ignore {
+		if len(match) == 0 {
+			continue
+		}
+		all := true
+		for k, v := range match {
+			if fmt.Sprint(cond[k]) != v {
+				all = false
+				break
+			}
+		}
+		if all {
+			return true
+		}
+	}
+	return false
 }
