@@ -359,6 +359,11 @@ func autoPartitions(rs fleet.RolloutStrategy, members []int, unmatched bool) ([]
 	if err != nil {
 		return nil, err
 	}
+	if size < 1 {
+		// "0" or a negative count, written as a string: as the number 0, one partition.
+		p, err := newPartition(name, members, "rolloutStrategy.maxUnavailable", rs.MaxUnavailable)
+		return []partition{p}, err
+	}
 	var out []partition
 	for start := 0; start < len(members); start += size {
 		end := min(start+size, len(members))

@@ -228,6 +228,8 @@ func TestRolloutPartitionsAutomatically(t *testing.T) {
 	}{
 		{"25% of 400 from 200 on", nil, []string{"Partition 0 - 100", "Partition 100 - 200", "Partition 200 - 300", "Partition 300 - 400"}},
 		{"a size of 0 turns it off", &fleet.RolloutStrategy{AutoPartitionSize: intOrString("0")}, []string{"All"}},
+		{"so does \"0\", and a negative count", &fleet.RolloutStrategy{AutoPartitionSize: &intstr.IntOrString{Type: intstr.String, StrVal: "-3"}}, []string{"All"}},
+		{"and the string \"0\"", &fleet.RolloutStrategy{AutoPartitionSize: &intstr.IntOrString{Type: intstr.String, StrVal: "0"}}, []string{"All"}},
 		{"a higher threshold", &fleet.RolloutStrategy{AutoPartitionThreshold: ptr(500)}, []string{"All"}},
 		{"a size by count", &fleet.RolloutStrategy{AutoPartitionSize: intOrString("150")}, []string{"Partition 0 - 150", "Partition 150 - 300", "Partition 300 - 400"}},
 	} {

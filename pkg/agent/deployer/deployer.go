@@ -747,16 +747,43 @@ func (d *Deployer) listReleases(selector string) ([]*release.Release, error) {
 	return list.Run()
 }
 
-// legacyReleases lists the releases that agents labelled for their BundleDeployments
-// before they kept a ledger.
+// legacyReleases lists, for a ledger made anew, the releases labelled for a
+// BundleDeployment of the cluster: those agents made before they kept a ledger. A
+// release's labels are Helm's records, which a Bundle's serviceAccount may write, so
+// only the BundleDeployment's own name and options count, and the account is the one
+// its BundleDeployment names now. A release whose BundleDeployment is gone is left as
+// it is, unmanaged: nothing trusted says how to remove it.
 func (d *Deployer) legacyReleases() ([]made, error) {
 	releases, err := d.listReleases(names.BundleDeploymentLabel)
 	if err != nil {
 		return nil, err
 	}
+	current, err := d.Deployments.Cache().List("", labels.Everything())
+	if err != nil {
+		return nil, err
+	}
+	byName := map[string]*fleet.BundleDeployment{}
+	for _, bd := range current {
+		byName[bd.Name] = bd
+	}
 	var out []made
 	for _, rel := range releases {
-		out = append(out, made{Namespace: rel.Namespace, Release: rel.Name, BundleDeployment: rel.Labels[names.BundleDeploymentLabel], KeepResources: keepsResources(rel)})
+		name := rel.Labels[names.BundleDeploymentLabel]
+		bd := byName[name]
+		if bd == nil || d.isAgent(bd) {
+			if rel.Name == names.AgentRelease && rel.Namespace == d.AgentNamespace {
+				continue
+			}
+			d.Log.WithFields(logrus.Fields{"release": rel.Namespace + "/" + rel.Name, "bundleDeployment": name}).
+				Warn("Leaving a release labelled for a BundleDeployment the agent does not have; remove it with helm uninstall if it is not wanted")
+			continue
+		}
+		ns, releaseName := d.release(bd)
+		if ns != rel.Namespace || releaseName != rel.Name {
+			continue
+		}
+		out = append(out, made{Namespace: ns, Release: releaseName, BundleDeployment: bd.Name, ServiceAccount: d.serviceAccount(bd),
+			KeepResources: bd.Spec.Options.KeepResources, DeleteNamespace: bd.Spec.Options.DeleteNamespace})
 	}
 	return out, nil
 }

@@ -180,8 +180,9 @@ type RolloutStrategy struct {
 	// +nullable
 	// +kubebuilder:validation:Minimum=1
 	MaxNew *int `json:"maxNew,omitempty"`
-	// Partitions define explicit partitions, rolled out in order. A cluster matching
-	// none of them gets the change with the last partition.
+	// Partitions define explicit partitions, rolled out in order; a cluster joins the
+	// first that selects it. Clusters none selects come after them, in a partition
+	// "Unmatched" (split automatically from autoPartitionThreshold of them on).
 	// +optional
 	// +nullable
 	Partitions []Partition `json:"partitions,omitempty"`

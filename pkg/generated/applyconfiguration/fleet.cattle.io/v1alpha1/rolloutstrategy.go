@@ -43,8 +43,9 @@ type RolloutStrategyApplyConfiguration struct {
 	// Bundle new to thousands of clusters reaches them in steps (Flotilla's default is
 	// no limit; Fleet's is 50).
 	MaxNew *int `json:"maxNew,omitempty"`
-	// Partitions define explicit partitions, rolled out in order. A cluster matching
-	// none of them gets the change with the last partition.
+	// Partitions define explicit partitions, rolled out in order; a cluster joins the
+	// first that selects it. Clusters none selects come after them, in a partition
+	// "Unmatched" (split automatically from autoPartitionThreshold of them on).
 	Partitions []PartitionApplyConfiguration `json:"partitions,omitempty"`
 }
 
