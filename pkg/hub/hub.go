@@ -174,11 +174,7 @@ func Run(ctx context.Context, opts Options) error {
 			cancel()
 		}()
 	}
-	electionErr := leader.Run(ctx, client, opts.leaderConfig(), func(ctx context.Context) {
-		if err := manager.Start(ctx); err != nil {
-			logrus.WithError(err).Error("Controllers failed to start")
-		}
-	})
+	electionErr := leader.Run(ctx, client, opts.leaderConfig(), manager.Start)
 	if cp != nil {
 		if err := cp.Wait(); err != nil && electionErr == nil {
 			return err

@@ -40,11 +40,13 @@ func DefaultConfig(namespace, name string) Config {
 }
 
 // Run blocks until ctx ends, running lead while this process holds the Lease. lead
-// gets a context that ends when leadership is lost. Losing leadership for any reason
-// other than ctx ending is returned as an error: the caller should exit, as
-// controllers that were half-way through work must not keep running beside a new
-// leader.
-func Run(ctx context.Context, client kubernetes.Interface, cfg Config, lead func(context.Context)) error {
+// gets a context that ends when leadership is lost, and runs until then. Losing
+// leadership for any reason other than ctx ending is returned as an error: the caller
+// should exit, as controllers that were half-way through work must not keep running
+// beside a new leader. So is lead returning an error (its controllers could not
+// start): the Lease is released first, so that another replica leads rather than one
+// that renews the Lease with nothing running.
+func Run(ctx context.Context, client kubernetes.Interface, cfg Config, lead func(context.Context) error) error {
 	host, err := os.Hostname()
 	if err != nil {
 		host = "hub"
@@ -59,6 +61,10 @@ func Run(ctx context.Context, client kubernetes.Interface, cfg Config, lead func
 	log := logrus.WithFields(logrus.Fields{"lease": cfg.Namespace + "/" + cfg.Name, "identity": identity})
 
 	leading := make(chan struct{})
+	// electing ends the election (releasing the Lease) when lead fails.
+	electing, stopElecting := context.WithCancel(ctx)
+	defer stopElecting()
+	var leadErr error
 	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock:            lock,
 		LeaseDuration:   cfg.LeaseDuration,
@@ -70,7 +76,11 @@ func Run(ctx context.Context, client kubernetes.Interface, cfg Config, lead func
 			OnStartedLeading: func(leadCtx context.Context) {
 				close(leading)
 				log.Info("Became the leader; starting controllers")
-				lead(leadCtx)
+				if err := lead(leadCtx); err != nil && leadCtx.Err() == nil {
+					log.WithError(err).Error("Controllers failed; giving up the leader Lease")
+					leadErr = err
+					stopElecting()
+				}
 			},
 			OnStoppedLeading: func() {},
 			OnNewLeader: func(current string) {
@@ -83,7 +93,10 @@ func Run(ctx context.Context, client kubernetes.Interface, cfg Config, lead func
 	if err != nil {
 		return fmt.Errorf("leader election %s/%s: %w", cfg.Namespace, cfg.Name, err)
 	}
-	elector.Run(ctx)
+	elector.Run(electing)
+	if leadErr != nil {
+		return fmt.Errorf("the controllers of the leader failed, so it gave up the Lease %s/%s: %w", cfg.Namespace, cfg.Name, leadErr)
+	}
 	if ctx.Err() != nil {
 		return nil
 	}
