@@ -18,6 +18,7 @@ KUBE_MAJOR     := 1
 KUBE_MINOR     := 37
 HELM_VERSION   := v3.21.4
 CONTROLLER_GEN_VERSION := v0.23.0
+STATICCHECK_VERSION    := v0.8.2
 DATA_DIR       ?= $(HOME)/.local/share/flotilla
 
 # kube-apiserver, kubectl and Helm read the Kubernetes version from these variables;
@@ -41,7 +42,7 @@ IMAGES_DIR       ?= $(BIN)/images
 IMAGE_REPOSITORY ?= flotilla
 IMAGE_TAG        ?= $(shell sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\}$$/\1/p' charts/fleet-like/hub/Chart.yaml)
 
-.PHONY: all build run bench images image-tarballs skopeo controlplane test unit fuzz integration generate verify-generate tools helm controller-gen lint clean
+.PHONY: all build run bench images image-tarballs skopeo controlplane test unit fuzz integration generate verify-generate tools helm controller-gen staticcheck lint clean
 
 all: build
 
@@ -78,6 +79,7 @@ controlplane: build
 test:
 	$(MAKE) verify-generate
 	$(MAKE) -j2 build helm
+	$(MAKE) lint
 	$(MAKE) unit
 	$(MAKE) fuzz
 	$(MAKE) integration
@@ -99,6 +101,11 @@ fuzz:
 
 unit:
 	go test $(GO_TEST_FLAGS) $$(go list ./... | grep -v /integrationtests)
+
+## lint: go vet and staticcheck (its checks as staticcheck.conf sets them) on every package.
+lint: staticcheck
+	go vet ./...
+	$(BIN)/staticcheck ./...
 
 integration: build tools
 	FLOTILLA_BIN=$(BIN) PATH=$(BIN):$$PATH go test $(GO_TEST_FLAGS) -p $(INTEGRATION_PARALLEL) -parallel 4 -timeout 40m ./integrationtests/...
@@ -128,6 +135,10 @@ skopeo:
 helm: $(BIN)/helm
 $(BIN)/helm:
 	GOBIN=$(BIN) go install -ldflags "-X helm.sh/helm/v3/internal/version.version=$(HELM_VERSION)" helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+
+staticcheck: $(BIN)/staticcheck
+$(BIN)/staticcheck:
+	GOBIN=$(BIN) go install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
 controller-gen: $(BIN)/controller-gen
 $(BIN)/controller-gen:

@@ -117,16 +117,6 @@ func waitRollout(t *testing.T, hub *framework.Hub, bundle, display string, want 
 	})
 }
 
-// byCluster finds the downstream cluster of a Cluster's name.
-func byCluster(clusters []*downstream, name string) *downstream {
-	for _, d := range clusters {
-		if d.ClusterName == name {
-			return d
-		}
-	}
-	return nil
-}
-
 // hasDeployment says whether the cluster runs the Deployment of version.
 func hasDeployment(ctx context.Context, d *downstream, name string, version int) (bool, error) {
 	dep, err := d.Client().AppsV1().Deployments(name).Get(ctx, name, framework.Get)

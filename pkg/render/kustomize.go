@@ -135,11 +135,13 @@ func checkReferences(fs filesys.FileSystem, dir string, seen map[string]bool) er
 	refs = append(refs, k.Generators...)
 	refs = append(refs, k.Transformers...)
 	refs = append(refs, k.Validators...)
+	//lint:ignore SA1019 deprecated, but kustomize still reads it: a path in it must be checked too
 	for _, p := range k.PatchesStrategicMerge {
 		if s := string(p); !strings.Contains(s, "\n") && !strings.HasPrefix(strings.TrimSpace(s), "{") {
 			refs = append(refs, s)
 		}
 	}
+	//lint:ignore SA1019 deprecated, but kustomize still reads it: a path in it must be checked too
 	for _, p := range append(append([]types.Patch{}, k.Patches...), k.PatchesJson6902...) {
 		if p.Path != "" {
 			refs = append(refs, p.Path)
