@@ -542,8 +542,8 @@ func (d *Deployer) install(ctx context.Context, acc access, bd *fleet.BundleDepl
 }
 
 // ensureNamespace creates the release's namespace with the Bundle's namespace labels
-// and annotations, or adds them to an existing one. A namespace it creates is
-// annotated with the BundleDeployment it was created for (see deleteNamespace).
+// and annotations, or adds them to an existing one, with kube (the Bundle's access);
+// it says whether it created the namespace (which deleteNamespace may then delete).
 func ensureNamespace(ctx context.Context, kube kubernetes.Interface, ns string, opts fleet.BundleDeploymentOptions) (created bool, err error) {
 	client := kube.CoreV1().Namespaces()
 	existing, err := client.Get(ctx, ns, metav1.GetOptions{})
