@@ -103,10 +103,6 @@ const (
 	// DeploymentIDLabel, on a release the agent made, is a hash of the deployment ID
 	// it holds, so the agent notices when someone else has changed the release.
 	DeploymentIDLabel = "fleet.cattle.io/deployment-id-hash"
-	// KeepResourcesLabel, "true" on a release the agent made, says the Bundle asked to
-	// keep its objects: when its BundleDeployment goes, the release is forgotten and
-	// the objects stay.
-	KeepResourcesLabel = "fleet.cattle.io/keep-resources"
 
 	// ClusterCleanup names the Cluster removal handler; wrangler makes its finalizer
 	// ClusterFinalizer from it.

@@ -15,6 +15,7 @@ import (
 	"github.com/flotilla/flotilla/pkg/bundlestate"
 	"github.com/flotilla/flotilla/pkg/conditions"
 	"github.com/flotilla/flotilla/pkg/names"
+	"github.com/flotilla/flotilla/pkg/target"
 )
 
 // ReasonDependenciesNotReady is the reason of Deployed=Unknown on a BundleDeployment
@@ -31,7 +32,7 @@ const ReasonDependenciesNotReady = "DependenciesNotReady"
 func unmetDependencies(bd *fleet.BundleDeployment, others []*fleet.BundleDeployment) ([]string, error) {
 	var unmet []string
 	for i, ref := range bd.Spec.DependsOn {
-		selector, err := dependencySelector(ref, bd.Labels[names.BundleNamespaceLabel])
+		selector, err := target.DependencySelector(ref, bd.Labels[names.BundleNamespaceLabel])
 		if err != nil {
 			return nil, fmt.Errorf("dependsOn[%d]: %w", i, err)
 		}
@@ -51,27 +52,6 @@ func unmetDependencies(bd *fleet.BundleDeployment, others []*fleet.BundleDeploym
 	}
 	sort.Strings(unmet)
 	return slices.Compact(unmet), nil
-}
-
-// dependencySelector selects the BundleDeployments of the Bundles ref names, among
-// those of the Bundle's own namespace.
-func dependencySelector(ref fleet.BundleRef, bundleNamespace string) (labels.Selector, error) {
-	if ref.Name == "" && ref.Selector == nil {
-		return nil, fmt.Errorf("neither name nor selector is set")
-	}
-	ls := &metav1.LabelSelector{}
-	if ref.Selector != nil {
-		ls = ref.Selector.DeepCopy()
-	}
-	if ref.Name != "" {
-		ls = metav1.AddLabelToSelector(ls, names.BundleNameLabel, ref.Name)
-	}
-	ls = metav1.AddLabelToSelector(ls, names.BundleNamespaceLabel, bundleNamespace)
-	selector, err := metav1.LabelSelectorAsSelector(ls)
-	if err != nil {
-		return nil, fmt.Errorf("invalid selector: %w", err)
-	}
-	return selector, nil
 }
 
 func accepted(state fleet.BundleState, states []fleet.BundleState) bool {

@@ -298,17 +298,7 @@ func deploymentLabel(bd *fleet.BundleDeployment) string {
 
 // releaseLabels are the labels the agent puts on the releases it makes.
 func releaseLabels(bd *fleet.BundleDeployment) map[string]string {
-	labels := map[string]string{names.BundleDeploymentLabel: bd.Name, names.DeploymentIDLabel: deploymentLabel(bd)}
-	if bd.Spec.Options.KeepResources {
-		labels[names.KeepResourcesLabel] = "true"
-	}
-	return labels
-}
-
-// keepsResources says whether rel's objects stay when its BundleDeployment goes: the
-// Bundle asked so (keepResources) when the release was last deployed.
-func keepsResources(rel *release.Release) bool {
-	return rel.Labels[names.KeepResourcesLabel] == "true"
+	return map[string]string{names.BundleDeploymentLabel: bd.Name, names.DeploymentIDLabel: deploymentLabel(bd)}
 }
 
 // recordDeploy puts the outcome of a deployment, rel or err, into status.

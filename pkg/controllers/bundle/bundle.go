@@ -648,16 +648,7 @@ func desired(bundle *fleet.Bundle, t target.Target, contentName string) (*fleet.
 // named for it, labelled for it, owned by that very Cluster and targeting it alone.
 // Its BundleDeployment is the one the agent deploys as its own release.
 func isAgentBundle(bundle *fleet.Bundle, cluster *fleet.Cluster) bool {
-	if bundle.Labels[names.AgentBundleLabel] != cluster.Name || bundle.Name != names.AgentBundle(cluster.Name) ||
-		len(bundle.Spec.Targets) != 1 || bundle.Spec.Targets[0].ClusterName != cluster.Name {
-		return false
-	}
-	for _, ref := range bundle.OwnerReferences {
-		if ref.Kind == "Cluster" && ref.UID == cluster.UID && ref.Name == cluster.Name {
-			return true
-		}
-	}
-	return false
+	return isAgentBundleShaped(bundle) && bundle.Labels[names.AgentBundleLabel] == cluster.Name && ownedByCluster(bundle, cluster.Name, cluster.UID)
 }
 
 // summarize folds deployments into status.

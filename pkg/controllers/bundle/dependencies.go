@@ -6,11 +6,11 @@ import (
 	"slices"
 	"strings"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
 	fleet "github.com/flotilla/flotilla/pkg/apis/fleet.cattle.io/v1alpha1"
 	"github.com/flotilla/flotilla/pkg/names"
+	"github.com/flotilla/flotilla/pkg/target"
 )
 
 // reasonInvalidDependsOn is the Processed reason of a Bundle whose dependsOn cannot
@@ -26,7 +26,7 @@ func checkDependsOn(bundle *fleet.Bundle, all []*fleet.Bundle) error {
 		return nil
 	}
 	for i, ref := range bundle.Spec.DependsOn {
-		if _, err := refSelector(ref); err != nil {
+		if _, err := target.DependencySelector(ref, bundle.Namespace); err != nil {
 			return fmt.Errorf("spec.dependsOn[%d]: %w", i, err)
 		}
 	}
@@ -46,7 +46,7 @@ func checkDependsOn(bundle *fleet.Bundle, all []*fleet.Bundle) error {
 	dependencies := func(b *fleet.Bundle) []string {
 		var out []string
 		for _, ref := range b.Spec.DependsOn {
-			selector, err := refSelector(ref)
+			selector, err := target.DependencySelector(ref, bundle.Namespace)
 			if err != nil {
 				continue
 			}
@@ -92,26 +92,6 @@ type cycleError struct{ path []string }
 
 func (e *cycleError) Error() string {
 	return fmt.Sprintf("spec.dependsOn makes a cycle: %s; no Bundle of it could ever deploy", strings.Join(e.path, " → "))
-}
-
-// refSelector selects by Bundle labels (with the name as the label
-// fleet.cattle.io/bundle-name, which bundleLabels adds).
-func refSelector(ref fleet.BundleRef) (labels.Selector, error) {
-	if ref.Name == "" && ref.Selector == nil {
-		return nil, fmt.Errorf("neither name nor selector is set")
-	}
-	ls := &metav1.LabelSelector{}
-	if ref.Selector != nil {
-		ls = ref.Selector.DeepCopy()
-	}
-	if ref.Name != "" {
-		ls = metav1.AddLabelToSelector(ls, names.BundleNameLabel, ref.Name)
-	}
-	selector, err := metav1.LabelSelectorAsSelector(ls)
-	if err != nil {
-		return nil, fmt.Errorf("invalid selector: %w", err)
-	}
-	return selector, nil
 }
 
 // bundleLabels are the labels agents match dependsOn against: those of the Bundle's

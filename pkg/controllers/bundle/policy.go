@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	fleet "github.com/flotilla/flotilla/pkg/apis/fleet.cattle.io/v1alpha1"
 	"github.com/flotilla/flotilla/pkg/names"
 	"github.com/flotilla/flotilla/pkg/target"
@@ -21,8 +23,14 @@ func isAgentBundleShaped(bundle *fleet.Bundle) bool {
 	if cluster == "" || bundle.Name != names.AgentBundle(cluster) || len(bundle.Spec.Targets) != 1 || bundle.Spec.Targets[0].ClusterName != cluster {
 		return false
 	}
+	return ownedByCluster(bundle, cluster, "")
+}
+
+// ownedByCluster says whether the Cluster name (of that UID, unless uid is empty)
+// owns bundle.
+func ownedByCluster(bundle *fleet.Bundle, name string, uid types.UID) bool {
 	for _, ref := range bundle.OwnerReferences {
-		if ref.Kind == "Cluster" && ref.Name == cluster {
+		if ref.Kind == "Cluster" && ref.Name == name && (uid == "" || ref.UID == uid) {
 			return true
 		}
 	}
