@@ -42,6 +42,7 @@ import (
 	"github.com/flotilla/flotilla/pkg/controllers/imports"
 	"github.com/flotilla/flotilla/pkg/controllers/request"
 	"github.com/flotilla/flotilla/pkg/controllers/token"
+	"github.com/flotilla/flotilla/pkg/generated/clientset/versioned"
 	fleetcontrollers "github.com/flotilla/flotilla/pkg/generated/controllers/fleet.cattle.io"
 	"github.com/flotilla/flotilla/pkg/kubeconfig"
 	"github.com/flotilla/flotilla/pkg/metrics"
@@ -122,6 +123,10 @@ func (m *Manager) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	fleetClient, err := versioned.NewForConfig(m.cfg)
+	if err != nil {
+		return err
+	}
 	if err := ensureClusterRoles(ctx, kube); err != nil {
 		return err
 	}
@@ -183,7 +188,7 @@ func (m *Manager) Start(ctx context.Context) error {
 		RecoveryTTL:                   m.settings.ClusterRecoveryTTL,
 	}, fleet.ClusterRegistrationRequest(), fleet.Cluster(), fleet.ClusterRegistrationToken(), namespaces, kube, events)
 	cluster.Register(ctx, cluster.Settings{OfflineAfter: m.settings.ClusterOfflineAfter},
-		fleet.Cluster(), fleet.ClusterRegistrationRequest(), fleet.BundleDeployment(), leases, namespaces, kube, events)
+		fleet.Cluster(), fleetClient.FleetV1alpha1(), fleet.ClusterRegistrationRequest(), fleet.BundleDeployment(), leases, namespaces, kube, events)
 	bundle.Register(ctx, bundle.Settings{MaxSize: m.settings.MaxBundleSize}, bundle.Sources{
 		Bundles: fleet.Bundle(), Deployments: fleet.BundleDeployment(), Contents: fleet.Content(), Clusters: fleet.Cluster(),
 		Groups: fleet.ClusterGroup(), Policies: fleet.Policy(), Secrets: kube.CoreV1(), Events: events,
@@ -197,7 +202,7 @@ func (m *Manager) Start(ctx context.Context) error {
 	imports.Register(ctx, imports.Settings{
 		SecretNamespaces: m.settings.KubeconfigSecretNamespaces, TokenTTL: m.settings.ImportTokenTTL,
 		InitialBackoff: 2 * time.Second, MaxBackoff: 5 * time.Minute, Addresses: m.settings.ImportAddresses, Agent: agentHub,
-	}, fleet.Cluster(), fleet.ClusterRegistrationToken(), core.Secret(), kube, events)
+	}, fleet.Cluster(), fleetClient.FleetV1alpha1(), fleet.ClusterRegistrationToken(), core.Secret(), kube, events)
 
 	deployments := fleet.BundleDeployment().Cache()
 	_ = metrics.Registry.Register(metrics.StateCounter(func() map[string]int {

@@ -19,7 +19,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
 
@@ -29,6 +28,7 @@ import (
 	"github.com/flotilla/flotilla/pkg/controllers/clusterns"
 	"github.com/flotilla/flotilla/pkg/controllers/request"
 	"github.com/flotilla/flotilla/pkg/controllers/statuspatch"
+	fleetclient "github.com/flotilla/flotilla/pkg/generated/clientset/versioned/typed/fleet.cattle.io/v1alpha1"
 	fleetcontrollers "github.com/flotilla/flotilla/pkg/generated/controllers/fleet.cattle.io/v1alpha1"
 	"github.com/flotilla/flotilla/pkg/names"
 )
@@ -58,8 +58,10 @@ type Settings struct {
 }
 
 type handler struct {
-	settings    Settings
-	clusters    fleetcontrollers.ClusterController
+	settings Settings
+	clusters fleetcontrollers.ClusterController
+	// client writes the Cluster's status (statuspatch.ClusterOwner).
+	client      fleetclient.ClustersGetter
 	requests    fleetcontrollers.ClusterRegistrationRequestController
 	deployments fleetcontrollers.BundleDeploymentCache
 	// leases holds the agents' heartbeat Leases (names.AgentLease) in per-cluster
@@ -77,10 +79,10 @@ type handler struct {
 
 // Register starts handling Clusters. The requests cache must carry the
 // request.ByClientID index (request.Register adds it).
-func Register(ctx context.Context, settings Settings, clusters fleetcontrollers.ClusterController, requests fleetcontrollers.ClusterRegistrationRequestController,
+func Register(ctx context.Context, settings Settings, clusters fleetcontrollers.ClusterController, client fleetclient.ClustersGetter, requests fleetcontrollers.ClusterRegistrationRequestController,
 	deployments fleetcontrollers.BundleDeploymentController, leases coordinationcontrollers.LeaseController,
 	namespaces *clusterns.Ensurer, kube kubernetes.Interface, events record.EventRecorder) {
-	h := &handler{settings: settings, clusters: clusters, requests: requests, deployments: deployments.Cache(), leases: leases.Cache(),
+	h := &handler{settings: settings, clusters: clusters, client: client, requests: requests, deployments: deployments.Cache(), leases: leases.Cache(),
 		namespaces: namespaces, kube: kube, events: events, now: time.Now,
 		patches: statuspatch.Limiter{First: statuspatch.NewObjectWait}}
 	clusters.OnChange(ctx, "cluster", h.onChange)
@@ -174,12 +176,8 @@ func (h *handler) onChange(key string, cluster *fleet.Cluster) (_ *fleet.Cluster
 		return cluster, nil
 	}
 	h.announce(cluster, base, status)
-	patch, err := statuspatch.For(base, status)
-	if err != nil || patch == nil {
-		return cluster, err
-	}
-	logrus.WithField("cluster", key).Debugf("Patching the status: %s", patch)
-	updated, err := h.clusters.Patch(cluster.Namespace, cluster.Name, types.MergePatchType, patch, "status")
+	logrus.WithField("cluster", key).Debugf("Applying the status (state %q)", status.Display.State)
+	updated, err := statuspatch.ClusterOwner.ApplyCluster(context.Background(), h.client, cluster, *status)
 	if err != nil {
 		return cluster, err
 	}

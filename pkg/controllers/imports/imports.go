@@ -41,6 +41,8 @@ import (
 	"github.com/flotilla/flotilla/pkg/agentchart"
 	fleet "github.com/flotilla/flotilla/pkg/apis/fleet.cattle.io/v1alpha1"
 	"github.com/flotilla/flotilla/pkg/conditions"
+	"github.com/flotilla/flotilla/pkg/controllers/statuspatch"
+	fleetclient "github.com/flotilla/flotilla/pkg/generated/clientset/versioned/typed/fleet.cattle.io/v1alpha1"
 	fleetcontrollers "github.com/flotilla/flotilla/pkg/generated/controllers/fleet.cattle.io/v1alpha1"
 	"github.com/flotilla/flotilla/pkg/helmclient"
 	"github.com/flotilla/flotilla/pkg/kubeconfig"
@@ -116,11 +118,13 @@ func fail(reason string, format string, args ...any) error {
 type handler struct {
 	settings Settings
 	clusters fleetcontrollers.ClusterController
-	tokens   fleetcontrollers.ClusterRegistrationTokenController
-	secrets  corecontrollers.SecretCache
-	kube     kubernetes.Interface
-	events   record.EventRecorder
-	backoff  *flowcontrol.Backoff
+	// client writes the Cluster's status (statuspatch.ImportsOwner).
+	client  fleetclient.ClustersGetter
+	tokens  fleetcontrollers.ClusterRegistrationTokenController
+	secrets corecontrollers.SecretCache
+	kube    kubernetes.Interface
+	events  record.EventRecorder
+	backoff *flowcontrol.Backoff
 
 	// failures remembers the last failed attempt per Cluster: a reconcile that brings
 	// nothing new (no change to the Cluster or its Secret) before the retry time is
@@ -149,11 +153,11 @@ type cachedClient struct {
 }
 
 // Register starts importing Clusters with a kubeConfigSecret.
-func Register(ctx context.Context, settings Settings, clusters fleetcontrollers.ClusterController,
+func Register(ctx context.Context, settings Settings, clusters fleetcontrollers.ClusterController, client fleetclient.ClustersGetter,
 	tokens fleetcontrollers.ClusterRegistrationTokenController, secrets corecontrollers.SecretController,
 	kube kubernetes.Interface, events record.EventRecorder) {
 	h := &handler{
-		settings: settings, clusters: clusters, tokens: tokens, secrets: secrets.Cache(), kube: kube, events: events,
+		settings: settings, clusters: clusters, client: client, tokens: tokens, secrets: secrets.Cache(), kube: kube, events: events,
 		backoff:  flowcontrol.NewBackOff(settings.InitialBackoff, settings.MaxBackoff),
 		clients:  map[string]cachedClient{},
 		failures: map[string]failedAttempt{},
@@ -282,9 +286,7 @@ func (h *handler) onChange(key string, cluster *fleet.Cluster) (*fleet.Cluster, 
 	if equality.Semantic.DeepEqual(*status, cluster.Status) {
 		return cluster, nil
 	}
-	out := cluster.DeepCopy()
-	out.Status = *status
-	return h.clusters.UpdateStatus(out)
+	return statuspatch.ImportsOwner.ApplyCluster(context.Background(), h.client, cluster, *status)
 }
 
 func (h *handler) lastFailure(key string) (failedAttempt, bool) {

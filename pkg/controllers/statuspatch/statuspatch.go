@@ -1,8 +1,9 @@
-// Package statuspatch writes the status a controller computed as a JSON merge patch of
-// only what changed, instead of an update of the whole object: no resourceVersion, so
-// no conflict with the agent's own status patches or with a cache that is a moment
-// behind, and no retry with backoff; fields the controller did not change are left as
-// the API server has them.
+// Package statuspatch writes the status a controller computed without an update of the
+// whole object: no resourceVersion, so no conflict with the agent's own status patches
+// or with a cache that is a moment behind, and no retry with backoff. A status with one
+// writer is sent as a JSON merge patch of only what changed (For); a status that
+// several writers share is written with server-side apply, each writer as the Owner
+// of its own fields and conditions.
 package statuspatch
 
 import (

@@ -1,6 +1,7 @@
 package statuspatch
 
 import (
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -134,5 +135,52 @@ func TestWrittenIsTheBaseUntilTheCacheMoves(t *testing.T) {
 	w.Forget("a")
 	if got := w.Base("a", "2", moved); got.Message != moved.Message {
 		t.Errorf("forgotten: base %+v, want the cached status", got)
+	}
+}
+
+func TestOwnerPatchHoldsOnlyItsFieldsAndConditions(t *testing.T) {
+	gen := int64(2)
+	status := fleet.ClusterStatus{
+		Namespace:               "cluster-ns",
+		AgentDeployedGeneration: &gen,
+		AgentConfigHash:         "h",
+		Display:                 fleet.ClusterDisplay{State: "WaitCheckIn"},
+		Conditions: []fleet.Condition{
+			{Type: fleet.ConditionReady, Status: corev1.ConditionFalse, Reason: "WaitCheckIn"},
+			{Type: fleet.ConditionImported, Status: corev1.ConditionTrue},
+		},
+	}
+	for _, c := range []struct {
+		name   string
+		owner  Owner
+		status fleet.ClusterStatus
+		want   string
+	}{
+		{"cluster controller", ClusterOwner, status,
+			`{"conditions":[{"type":"Ready","status":"False","reason":"WaitCheckIn"}],"display":{"state":"WaitCheckIn"},"namespace":"cluster-ns","summary":{"ready":0,"desiredReady":0}}`},
+		{"import controller", ImportsOwner, status,
+			`{"agentConfigHash":"h","agentDeployedGeneration":2,"conditions":[{"type":"Imported","status":"True"}]}`},
+		{"nothing owned set", ImportsOwner, fleet.ClusterStatus{Namespace: "x"}, `{}`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			patch, err := c.owner.Patch("Cluster", "ws", "c1", c.status)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got struct {
+				APIVersion, Kind string
+				Metadata         map[string]string
+				Status           json.RawMessage
+			}
+			if err := json.Unmarshal(patch, &got); err != nil {
+				t.Fatal(err)
+			}
+			if got.APIVersion != "fleet.cattle.io/v1alpha1" || got.Kind != "Cluster" || got.Metadata["namespace"] != "ws" || got.Metadata["name"] != "c1" {
+				t.Errorf("object %s %s %v", got.APIVersion, got.Kind, got.Metadata)
+			}
+			if string(got.Status) != c.want {
+				t.Errorf("status %s, want %s", got.Status, c.want)
+			}
+		})
 	}
 }

@@ -327,6 +327,8 @@ type NonReadyResource struct {
 type BundleStatus struct {
 	// Conditions: Ready (with a message naming clusters that are not) and Processed.
 	// +optional
+	// +listType=map
+	// +listMapKey=type
 	Conditions []Condition `json:"conditions,omitempty"`
 	// Summary counts the Bundle's BundleDeployments by state.
 	// +optional

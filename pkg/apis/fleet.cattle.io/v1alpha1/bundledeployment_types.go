@@ -359,6 +359,8 @@ type BundleDeploymentStatus struct {
 	// error is the message of Deployed=False.
 	// +optional
 	// +nullable
+	// +listType=map
+	// +listMapKey=type
 	Conditions []Condition `json:"conditions,omitempty"`
 	// AppliedDeploymentID is the spec.deploymentID the agent last applied.
 	// +optional

@@ -112,6 +112,8 @@ type ClusterStatus struct {
 	// Conditions: Ready (Unknown when the agent is offline), Imported (for clusters
 	// the hub deploys the agent to) and Processed.
 	// +optional
+	// +listType=map
+	// +listMapKey=type
 	Conditions []Condition `json:"conditions,omitempty"`
 
 	// Namespace is the per-cluster namespace on the hub that holds this cluster's
@@ -241,6 +243,8 @@ type ClusterGroupStatus struct {
 	NonReadyClusters []string `json:"nonReadyClusters,omitempty"`
 	// Conditions: Ready and Processed.
 	// +optional
+	// +listType=map
+	// +listMapKey=type
 	Conditions []Condition `json:"conditions,omitempty"`
 	// Summary counts the BundleDeployments of the group's clusters by state.
 	// +optional

@@ -67,6 +67,8 @@ type ClusterRegistrationTokenStatus struct {
 	RegisteredClients []string `json:"registeredClients,omitempty"`
 	// Conditions: Ready once the values Secret exists.
 	// +optional
+	// +listType=map
+	// +listMapKey=type
 	Conditions []Condition `json:"conditions,omitempty"`
 }
 
@@ -152,5 +154,7 @@ type ClusterRegistrationRequestStatus struct {
 	Granted bool `json:"granted,omitempty"`
 	// Conditions: Ready, or False with the reason a request was refused.
 	// +optional
+	// +listType=map
+	// +listMapKey=type
 	Conditions []Condition `json:"conditions,omitempty"`
 }
