@@ -353,8 +353,8 @@ func measureIdle(ctx context.Context, d time.Duration, kube kubernetes.Interface
 
 func lastError(f *fleetOfAgents) error {
 	for _, a := range f.agents {
-		if a.cred == nil && a.err != nil {
-			return a.err
+		if a.Credential() == nil && a.Err() != nil {
+			return a.Err()
 		}
 	}
 	return nil
@@ -363,8 +363,8 @@ func lastError(f *fleetOfAgents) error {
 func latest(f *fleetOfAgents, start time.Time) time.Duration {
 	var last time.Time
 	for _, a := range f.agents {
-		if a.credentialed.After(last) {
-			last = a.credentialed
+		if at := a.Credentialed(); at.After(last) {
+			last = at
 		}
 	}
 	return last.Sub(start)
@@ -373,7 +373,7 @@ func latest(f *fleetOfAgents, start time.Time) time.Duration {
 func credentialedLatencies(f *fleetOfAgents, start time.Time) []time.Duration {
 	var out []time.Duration
 	for _, a := range f.agents {
-		out = append(out, a.credentialed.Sub(start))
+		out = append(out, a.Credentialed().Sub(start))
 	}
 	return out
 }
