@@ -42,7 +42,7 @@ IMAGES_DIR       ?= $(BIN)/images
 IMAGE_REPOSITORY ?= flotilla
 IMAGE_TAG        ?= $(shell sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\}$$/\1/p' charts/fleet-like/hub/Chart.yaml)
 
-.PHONY: all build run bench images image-tarballs skopeo controlplane test unit fuzz integration generate verify-generate tools helm controller-gen staticcheck lint clean
+.PHONY: all build run bench chaos images image-tarballs skopeo controlplane test unit fuzz integration generate verify-generate tools helm controller-gen staticcheck lint clean
 
 all: build
 
@@ -66,6 +66,18 @@ image-tarballs:
 CLUSTERS ?= 100
 bench: build
 	$(BIN)/bench --clusters $(CLUSTERS) --bin $(BIN) $(BENCH_FLAGS)
+
+## chaos: a long chaos campaign (docs/scale.md): CHAOS_CLUSTERS simulated agents and
+## CHAOS_REAL_AGENTS real ones register while CHAOS_KILLS kill -9s of each kind land
+## at random moments; then the invariants. CHAOS_SEED repeats a campaign's schedule.
+CHAOS_CLUSTERS ?= 200
+CHAOS_REAL_AGENTS ?= 2
+CHAOS_KILLS ?= 20
+CHAOS_SEED ?=
+chaos: build helm
+	FLOTILLA_CHAOS_CLUSTERS=$(CHAOS_CLUSTERS) FLOTILLA_CHAOS_REAL_AGENTS=$(CHAOS_REAL_AGENTS) FLOTILLA_CHAOS_KILLS=$(CHAOS_KILLS) \
+		FLOTILLA_CHAOS_SEED=$(CHAOS_SEED) FLOTILLA_BIN=$(BIN) PATH=$(BIN):$$PATH \
+		go test -count=1 -v -run '^TestChaos$$' -timeout 3h ./integrationtests/chaos/
 
 ## run: start a hub with an embedded control plane; data in $(DATA_DIR).
 run: build
@@ -107,8 +119,10 @@ lint: staticcheck
 	go vet ./...
 	$(BIN)/staticcheck ./...
 
+## integration: every integration package; the chaos campaign runs short, with a
+## fixed seed (make chaos runs a long one).
 integration: build tools
-	FLOTILLA_BIN=$(BIN) PATH=$(BIN):$$PATH go test $(GO_TEST_FLAGS) -p $(INTEGRATION_PARALLEL) -parallel 4 -timeout 40m ./integrationtests/...
+	FLOTILLA_CHAOS_SEED=$${FLOTILLA_CHAOS_SEED:-1} FLOTILLA_BIN=$(BIN) PATH=$(BIN):$$PATH go test $(GO_TEST_FLAGS) -p $(INTEGRATION_PARALLEL) -parallel 4 -timeout 40m ./integrationtests/...
 
 generate: controller-gen
 	go run ./hack/codegen
