@@ -236,32 +236,53 @@ func (h *handler) summarize(cluster *fleet.Cluster, status *fleet.ClusterStatus)
 		status.Display.SampleNode = agent.SampleNode
 	}
 
-	seen := h.lastSeen(status)
-	switch age := h.now().Sub(seen); {
-	case seen.IsZero():
-		status.Display.State = StateWaitCheckIn
-		conditions.Set(&status.Conditions, fleet.ConditionReady, corev1.ConditionFalse, StateWaitCheckIn, "waiting for the cluster's agent to register and check in")
-	case age >= h.settings.OfflineAfter:
-		status.Display.State = ReasonOffline
-		conditions.Set(&status.Conditions, fleet.ConditionReady, corev1.ConditionUnknown, ReasonOffline,
-			fmt.Sprintf("the agent has not checked in since %s (%s ago, more than %s)",
-				seen.UTC().Format(time.RFC3339), age.Round(time.Second), h.settings.OfflineAfter))
-	default:
-		// Look again when the cluster would turn offline without another check-in.
-		h.clusters.EnqueueAfter(cluster.Namespace, cluster.Name, h.settings.OfflineAfter-age+time.Second)
-		switch {
-		case !agentBundle:
-			// An agent that checks in the moment it is granted is ahead of its agent
-			// bundle: the cluster is Ready once the agent manages itself.
-			status.Display.State = ReasonWaitAgentBundle
-			conditions.Set(&status.Conditions, fleet.ConditionReady, corev1.ConditionFalse, ReasonWaitAgentBundle, "waiting for the cluster's agent bundle to be deployed")
-		case s.AllReady():
-			conditions.Set(&status.Conditions, fleet.ConditionReady, corev1.ConditionTrue, "", "")
-		default:
-			conditions.Set(&status.Conditions, fleet.ConditionReady, corev1.ConditionFalse, ReasonBundlesNotReady, s.NotReadyMessage("Bundle"))
-		}
+	state := readiness(h.now(), h.lastSeen(status), h.settings.OfflineAfter, agentBundle, &s)
+	if state.state != "" {
+		status.Display.State = state.state
+	}
+	conditions.Set(&status.Conditions, fleet.ConditionReady, state.status, state.reason, state.message)
+	if state.recheck > 0 {
+		h.clusters.EnqueueAfter(cluster.Namespace, cluster.Name, state.recheck)
 	}
 	return nil
+}
+
+// clusterReadiness is what readiness decides: the Ready condition, the display state
+// when it is not the worst BundleDeployment's, and when to look again.
+type clusterReadiness struct {
+	state   string
+	status  corev1.ConditionStatus
+	reason  string
+	message string
+	// recheck is when the cluster would turn offline without another check-in.
+	recheck time.Duration
+}
+
+// readiness decides a Cluster's Ready condition at now from when its agent was last
+// seen (zero: never), whether its agent bundle has a BundleDeployment, and the
+// summary of its BundleDeployments.
+func readiness(now, seen time.Time, offlineAfter time.Duration, agentBundle bool, s *bundlestate.Summary) clusterReadiness {
+	switch age := now.Sub(seen); {
+	case seen.IsZero():
+		return clusterReadiness{state: StateWaitCheckIn, status: corev1.ConditionFalse, reason: StateWaitCheckIn,
+			message: "waiting for the cluster's agent to register and check in"}
+	case age >= offlineAfter:
+		return clusterReadiness{state: ReasonOffline, status: corev1.ConditionUnknown, reason: ReasonOffline,
+			message: fmt.Sprintf("the agent has not checked in since %s (%s ago, more than %s)",
+				seen.UTC().Format(time.RFC3339), age.Round(time.Second), offlineAfter)}
+	}
+	r := clusterReadiness{recheck: offlineAfter - now.Sub(seen) + time.Second}
+	switch {
+	case !agentBundle:
+		// An agent that checks in the moment it is granted is ahead of its agent
+		// bundle: the cluster is Ready once the agent manages itself.
+		r.state, r.status, r.reason, r.message = ReasonWaitAgentBundle, corev1.ConditionFalse, ReasonWaitAgentBundle, "waiting for the cluster's agent bundle to be deployed"
+	case s.AllReady():
+		r.status = corev1.ConditionTrue
+	default:
+		r.status, r.reason, r.message = corev1.ConditionFalse, ReasonBundlesNotReady, s.NotReadyMessage("Bundle")
+	}
+	return r
 }
 
 // announce records an event when the cluster's status goes from base to status and

@@ -111,6 +111,20 @@ type importError struct {
 func (e *importError) Error() string { return e.err.Error() }
 func (e *importError) Unwrap() error { return e.err }
 
+// failureReason is the Imported reason of an attempt that ended with err: the
+// reason of the import error it wraps, HelmFailed for any other error, "" for none.
+func failureReason(err error) string {
+	var failure *importError
+	switch {
+	case err == nil:
+		return ""
+	case errors.As(err, &failure):
+		return failure.reason
+	default:
+		return ReasonHelmFailed
+	}
+}
+
 func fail(reason string, format string, args ...any) error {
 	return &importError{reason: reason, err: fmt.Errorf(format, args...)}
 }
@@ -245,18 +259,13 @@ func (h *handler) onChange(key string, cluster *fleet.Cluster) (*fleet.Cluster, 
 		cluster = updated
 	}
 	status := cluster.Status.DeepCopy()
-	var failure *importError
-	switch {
-	case errors.As(err, &failure) && failure.reason == ReasonWaitingForToken:
+	switch reason := failureReason(err); {
+	case reason == ReasonWaitingForToken:
 		// Not a failure: the token controller has not written the values yet. Its
 		// Secret appearing brings the Cluster back; the delayed retry is a safety net.
-		conditions.Set(&status.Conditions, fleet.ConditionImported, corev1.ConditionFalse, failure.reason, failure.Error())
+		conditions.Set(&status.Conditions, fleet.ConditionImported, corev1.ConditionFalse, reason, err.Error())
 		h.clusters.EnqueueAfter(cluster.Namespace, cluster.Name, 2*time.Second)
 	case err != nil:
-		reason := ReasonHelmFailed
-		if failure != nil {
-			reason = failure.reason
-		}
 		metrics.ImportsFailed.WithLabelValues(reason).Inc()
 		h.backoff.Next(key, h.backoff.Clock.Now())
 		delay := h.backoff.Get(key)
