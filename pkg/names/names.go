@@ -88,6 +88,9 @@ const (
 	AgentTrustedKeysKey = "trustedKeys"
 	// RequestLabel names the ClusterRegistrationRequest an object was made for.
 	RequestLabel = "fleet.cattle.io/cluster-registration"
+	// RequestNamespaceLabel is the namespace of the ClusterRegistrationRequest an
+	// answer Secret was written for.
+	RequestNamespaceLabel = "fleet.cattle.io/cluster-registration-namespace"
 	// ClientIDHashLabel is the hash of a clientID, for finding what belongs to it.
 	ClientIDHashLabel = "fleet.cattle.io/client-id-hash"
 	// BundleNameLabel names the Bundle a BundleDeployment deploys.

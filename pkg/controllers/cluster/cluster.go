@@ -262,14 +262,15 @@ type clusterReadiness struct {
 // seen (zero: never), whether its agent bundle has a BundleDeployment, and the
 // summary of its BundleDeployments.
 func readiness(now, seen time.Time, offlineAfter time.Duration, agentBundle bool, s *bundlestate.Summary) clusterReadiness {
-	switch age := now.Sub(seen); {
+	switch {
 	case seen.IsZero():
 		return clusterReadiness{state: StateWaitCheckIn, status: corev1.ConditionFalse, reason: StateWaitCheckIn,
 			message: "waiting for the cluster's agent to register and check in"}
-	case age >= offlineAfter:
+	case now.Sub(seen) >= offlineAfter:
 		return clusterReadiness{state: ReasonOffline, status: corev1.ConditionUnknown, reason: ReasonOffline,
-			message: fmt.Sprintf("the agent has not checked in since %s (%s ago, more than %s)",
-				seen.UTC().Format(time.RFC3339), age.Round(time.Second), offlineAfter)}
+			// Written once, when the cluster goes offline: the message says nothing
+			// that stops being true while it stays offline.
+			message: fmt.Sprintf("the agent has not checked in since %s, more than %s ago", seen.UTC().Format(time.RFC3339), offlineAfter)}
 	}
 	r := clusterReadiness{recheck: offlineAfter - now.Sub(seen) + time.Second}
 	switch {

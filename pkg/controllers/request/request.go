@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apiserver/pkg/authentication/serviceaccount"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
@@ -93,6 +94,7 @@ func Register(ctx context.Context, settings Settings, requests fleetcontrollers.
 		return []string{clusterns.Name(c)}, nil
 	})
 	requests.OnChange(ctx, "cluster-registration-request", h.onChange)
+	go wait.JitterUntilWithContext(ctx, h.sweepAnswers, answerSweepEvery, 0.2, true)
 }
 
 // byClusterNamespace indexes Clusters by their per-cluster namespace.
@@ -655,7 +657,8 @@ func answerSecret(req *fleet.ClusterRegistrationRequest, data map[string][]byte)
 		ObjectMeta: metav1.ObjectMeta{
 			Name: names.CredentialSecret(req.Spec.ClientID, req.Spec.ClientRandom), Namespace: answerNamespace(req),
 			Labels: map[string]string{
-				names.ManagedLabel: "true", names.RequestLabel: req.Name, names.ClientIDHashLabel: names.ClientIDHash(req.Spec.ClientID),
+				names.ManagedLabel: "true", names.RequestLabel: req.Name, names.RequestNamespaceLabel: req.Namespace,
+				names.ClientIDHashLabel: names.ClientIDHash(req.Spec.ClientID),
 			},
 			Annotations: map[string]string{
 				names.AnswerReaderAnnotation: serviceaccount.MakeUsername(req.Namespace, names.TokenServiceAccount(req.Labels[names.RegistrationTokenLabel])),

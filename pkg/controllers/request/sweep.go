@@ -1,0 +1,94 @@
+package request
+
+import (
+	"context"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/flotilla/flotilla/pkg/names"
+)
+
+// answerSweepEvery is how often the hub looks for answer Secrets whose request is
+// gone, and answerGrace how old such an answer must be to be deleted.
+//
+// An answer is written by the worker that handles its request while another worker
+// may delete that request: a newer request of the same clientID removes the older
+// ones with their answers, and an answered request expires with its answer. Either
+// looks the answer up in the API server's watch cache, which may not show one just
+// written; the request is deleted, and nothing would look at the answer again (make
+// chaos found three such answers left after 200 registrations and 100 kills).
+const (
+	answerSweepEvery = time.Minute
+	answerGrace      = time.Minute
+)
+
+// sweepAnswers deletes the answer Secrets whose request no longer exists.
+func (h *handler) sweepAnswers(ctx context.Context) {
+	if !h.requests.Informer().HasSynced() {
+		return
+	}
+	list, err := h.kube.CoreV1().Secrets("").List(ctx, metav1.ListOptions{
+		LabelSelector: labels.SelectorFromSet(labels.Set{names.ManagedLabel: "true"}).String(),
+		FieldSelector: fields.OneTermEqualSelector("type", names.CredentialSecretType).String(),
+	})
+	if err != nil {
+		logrus.WithError(err).Warn("Cannot list registration answers to remove those whose request is gone")
+		return
+	}
+	for _, secret := range orphanedAnswers(list.Items, h.requestExists, time.Now()) {
+		uid := secret.UID
+		err := h.kube.CoreV1().Secrets(secret.Namespace).Delete(ctx, secret.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+		if ignoreNotFound(err) != nil {
+			logrus.WithError(err).WithField("secret", secret.Namespace+"/"+secret.Name).Warn("Cannot delete a registration answer whose request is gone")
+			continue
+		}
+		logrus.WithFields(logrus.Fields{"secret": secret.Namespace + "/" + secret.Name, "request": secret.Labels[names.RequestLabel]}).
+			Info("Deleted a registration answer whose request is gone")
+	}
+}
+
+// requestExists says whether the hub's cache holds the request namespace/name; with
+// no namespace (an answer written before answers named it), whether any namespace
+// holds a request of that name.
+func (h *handler) requestExists(namespace, name string) bool {
+	if namespace != "" {
+		_, err := h.requests.Cache().Get(namespace, name)
+		return err == nil
+	}
+	all, err := h.requests.Cache().List("", labels.Everything())
+	if err != nil {
+		return true
+	}
+	for _, r := range all {
+		if r.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// orphanedAnswers are the answers among secrets, older than answerGrace at now, whose
+// request does not exist. An answer in a per-cluster namespace (to a recovery
+// request) answers a request of that namespace.
+func orphanedAnswers(secrets []corev1.Secret, exists func(namespace, name string) bool, now time.Time) []corev1.Secret {
+	var out []corev1.Secret
+	for _, s := range secrets {
+		request := s.Labels[names.RequestLabel]
+		if string(s.Type) != names.CredentialSecretType || request == "" || now.Sub(s.CreationTimestamp.Time) < answerGrace {
+			continue
+		}
+		namespace := s.Labels[names.RequestNamespaceLabel]
+		if namespace == "" && names.IsClusterNamespace(s.Namespace) {
+			namespace = s.Namespace
+		}
+		if !exists(namespace, request) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
