@@ -162,8 +162,8 @@ func (f *chaosFleet) leader() *process {
 	return nil
 }
 
-// kill kill -9s a process of kind and says which.
-func (f *chaosFleet) kill(kind string, rng *rand.Rand) string {
+// kill kill -9s a process of kind and says which; false if none runs.
+func (f *chaosFleet) kill(kind string, rng *rand.Rand) (string, bool) {
 	running := func(ps []*process) []*process {
 		var out []*process
 		for _, p := range ps {
@@ -183,16 +183,16 @@ func (f *chaosFleet) kill(kind string, rng *rand.Rand) string {
 			}
 		}
 		if pick == nil {
-			return "none running in that role (the other kills left none); skipped"
+			return "", false
 		}
 		pick.kill(rng)
-		return pick.name
+		return pick.name, true
 	case killControlPlane:
 		if f.cp.exited() {
-			return "already down; skipped"
+			return "", false
 		}
 		f.cp.kill(rng)
-		return "the hub's API server and etcd"
+		return "the hub's API server and etcd", true
 	case killRealAgent:
 		var ps []*process
 		for _, a := range f.reals {
@@ -200,11 +200,11 @@ func (f *chaosFleet) kill(kind string, rng *rand.Rand) string {
 		}
 		ps = running(ps)
 		if len(ps) == 0 {
-			return "none running; skipped"
+			return "", false
 		}
 		p := ps[rng.IntN(len(ps))]
 		p.kill(rng)
-		return p.name
+		return p.name, true
 	case killSimAgent:
 		var up []int
 		for i, a := range f.sims {
@@ -213,12 +213,12 @@ func (f *chaosFleet) kill(kind string, rng *rand.Rand) string {
 			}
 		}
 		if len(up) == 0 {
-			return "none running; skipped"
+			return "", false
 		}
 		i := up[rng.IntN(len(up))]
 		f.sims[i].cancel()
 		f.sims[i].down = time.Now().Add(time.Duration(rng.Int64N(int64(3 * time.Second))))
-		return fmt.Sprintf("simulated agent %d", i)
+		return fmt.Sprintf("simulated agent %d", i), true
 	}
 	panic("unknown kind " + kind)
 }
