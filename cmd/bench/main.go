@@ -77,6 +77,13 @@ func main() {
 	flag.StringVar(&o.profileDir, "profile", "", "write CPU profiles of the hub, the control plane and the simulated agents (this process), taken during the registrations, and the hub's heap profile once all are Ready, to this directory")
 	flag.Var(&o.hubArgs, "hub-arg", "extra flag for the hub (repeat), e.g. --hub-arg=--workers=50")
 	flood := flag.Bool("request-flood", false, "instead: one token holder sends --clusters requests to a token that allows one cluster; print the hub's memory before, at peak and after the refused requests are deleted")
+	var so soakOptions
+	flag.DurationVar(&so.duration, "soak", 0, "instead: a soak of this long (e.g. 30m): the agents churn (go offline for 30 s to 3 min, lose their token and register again) and the Bundle changes every minute; the hub's memory and goroutines and the control plane's objects are sampled, and must not grow from warm-up to the end by more than --soak-growth")
+	flag.DurationVar(&so.warmUp, "soak-warm-up", 5*time.Minute, "the soak's warm-up: growth is measured from the first sample after it")
+	flag.DurationVar(&so.every, "soak-sample", 30*time.Second, "how often the soak samples")
+	flag.Float64Var(&so.growth, "soak-growth", 0.25, "how much (a fraction) the hub's memory and goroutines and the control plane's objects may grow from warm-up to the end of a soak")
+	flag.Uint64Var(&so.seed, "soak-seed", uint64(time.Now().UnixNano()), "seed of the soak's churn")
+	outageFor := flag.Duration("outage", 0, "instead: register the agents, then kill -9 the hub and its control plane, keep them down this long, start them again, and measure the API server's requests per second while the agents reconnect")
 	costs := flag.Bool("write-costs", false, "instead: measure the API server CPU of one request of each kind a registration makes, --clusters of each, against a control plane alone")
 	flag.Parse()
 	if o.idle < 0 {
@@ -90,6 +97,20 @@ func main() {
 	logrus.SetOutput(io.Discard) // the packages' logs; the report goes to stdout
 	if *flood {
 		if err := requestFlood(o); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if *outageFor > 0 {
+		if err := outage(o, *outageFor); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if so.duration > 0 {
+		if err := soak(o, so); err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)
 			os.Exit(1)
 		}

@@ -23,23 +23,43 @@ type process struct {
 	cmd    *exec.Cmd
 	log    string
 	exited chan struct{}
+	bin    string
+	args   []string
 }
 
 func startProcess(name, logPath, bin string, args ...string) (*process, error) {
-	logFile, err := os.Create(logPath)
+	p := &process{name: name, log: logPath, bin: bin, args: args}
+	return p, p.start(os.O_CREATE | os.O_WRONLY | os.O_TRUNC)
+}
+
+// start runs the process, writing to its log opened with flag.
+func (p *process) start(flag int) error {
+	logFile, err := os.OpenFile(p.log, flag, 0o600)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	cmd := exec.Command(bin, args...)
+	cmd := exec.Command(p.bin, p.args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		logFile.Close()
-		return nil, fmt.Errorf("starting %s: %w", name, err)
+		return fmt.Errorf("starting %s: %w", p.name, err)
 	}
-	p := &process{name: name, cmd: cmd, log: logPath, exited: make(chan struct{})}
-	go func() { _ = cmd.Wait(); logFile.Close(); close(p.exited) }()
-	return p, nil
+	exited := make(chan struct{})
+	p.cmd, p.exited = cmd, exited
+	go func() { _ = cmd.Wait(); logFile.Close(); close(exited) }()
+	return nil
+}
+
+// kill ends the process with SIGKILL, as a crash would, and waits for it.
+func (p *process) kill() {
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	<-p.exited
+}
+
+// restart starts the ended process again with the same arguments, appending to its log.
+func (p *process) restart() error {
+	return p.start(os.O_CREATE | os.O_WRONLY | os.O_APPEND)
 }
 
 // stop ends the process with SIGTERM, and SIGKILL after 20 s.
