@@ -21,6 +21,9 @@ import (
 // in) since the restart and 30 s more. It prints the rate at rest before the outage,
 // the peaks after it, and the requests of the first minute by verb and resource.
 func outage(o options, d time.Duration) error {
+	if !o.agentLeases {
+		return fmt.Errorf("--outage counts the agents back by their Leases: it needs --agent-leases")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), o.timeout+d)
 	defer cancel()
 	dir, err := os.MkdirTemp("", "flotilla-outage-")
@@ -88,9 +91,15 @@ func outage(o options, d time.Duration) error {
 	if err := f.hub.restart(); err != nil {
 		return err
 	}
+	// The restarted API server counts from zero; what it answered before this is
+	// the hub's and the benchmark's own waiting for it.
+	baseline, err := apiRequests(ctx, f.kube)
+	if err != nil {
+		return err
+	}
 
 	var perSecond []float64
-	var last float64
+	last, lastAt := baseline.all(), time.Now()
 	var firstMinute requestCounts
 	var backAt time.Duration
 	tick := time.NewTicker(time.Second)
@@ -105,11 +114,12 @@ func outage(o options, d time.Duration) error {
 		if err != nil {
 			continue
 		}
-		total := counts.all()
-		perSecond = append(perSecond, total-last)
-		last = total
+		// A scrape that failed leaves a longer interval: the rate is per second of it.
+		total, now := counts.all(), time.Now()
+		perSecond = append(perSecond, (total-last)/now.Sub(lastAt).Seconds())
+		last, lastAt = total, now
 		if len(perSecond) == 60 {
-			firstMinute = counts
+			firstMinute = requestCounts{writes: diff(counts.writes, baseline.writes), reads: diff(counts.reads, baseline.reads)}
 		}
 		back, err := agentsBack(ctx, f.kube, restarted)
 		if err != nil {
@@ -124,9 +134,6 @@ func outage(o options, d time.Duration) error {
 		}
 	}
 	fmt.Fprintln(os.Stderr)
-	if firstMinute.writes == nil {
-		firstMinute, _ = apiRequests(ctx, f.kube)
-	}
 
 	peak1, peak10 := 0.0, 0.0
 	for i, n := range perSecond {

@@ -93,6 +93,9 @@ func (a *soakAgent) start(values registration.Values, interval time.Duration, le
 // goroutines, or the control plane's objects, grew from warm-up to the end by more
 // than s.growth.
 func soak(o options, s soakOptions) error {
+	if s.duration <= s.warmUp {
+		return fmt.Errorf("--soak %s must be longer than --soak-warm-up %s: growth is measured after the warm-up", s.duration, s.warmUp)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.duration+o.timeout)
 	defer cancel()
 	dir, err := os.MkdirTemp("", "flotilla-soak-")

@@ -119,6 +119,13 @@ func newFleet(t *testing.T, s settings) *chaosFleet {
 	for range s.simulated {
 		f.sims = append(f.sims, &simulated{agent: simagent.New(map[string]string{chaosLabel: "true"})})
 	}
+	t.Cleanup(func() {
+		for _, a := range f.sims {
+			if a.cancel != nil {
+				a.cancel()
+			}
+		}
+	})
 	return f
 }
 

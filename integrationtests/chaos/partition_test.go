@@ -81,24 +81,29 @@ func (k *link) serve() {
 
 // partition cuts the link.
 func (k *link) partition() {
-	k.drop()
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.cut = true
+	k.closeAll()
 }
 
 // heal carries new connections again; the held ones are dropped, as the agent's
 // timeouts would drop them.
 func (k *link) heal() {
-	k.drop()
 	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.closeAll()
 	k.cut = false
-	k.mu.Unlock()
 }
 
 func (k *link) drop() {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	k.closeAll()
+}
+
+// closeAll closes every connection; k.mu must be held.
+func (k *link) closeAll() {
 	for _, c := range k.conns {
 		_ = c.Close()
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/uuid"
@@ -135,7 +136,9 @@ func (a *Agent) Run(ctx context.Context, interval time.Duration, leases bool, ve
 			return bds.Watch(ctx, o)
 		},
 	}
-	report := func(obj any) {
+	informer := cache.NewSharedIndexInformer(lw, &fleet.BundleDeployment{}, 0, cache.Indexers{})
+	var report func(obj any)
+	report = func(obj any) {
 		bd, ok := obj.(*fleet.BundleDeployment)
 		if !ok || bundlestate.Of(bd) == fleet.Ready {
 			return
@@ -145,10 +148,19 @@ func (a *Agent) Run(ctx context.Context, interval time.Duration, leases bool, ve
 		updated.Status.Ready, updated.Status.NonModified = true, true
 		conditions.Set(&updated.Status.Conditions, bundlestate.ConditionDeployed, corev1.ConditionTrue, "", "")
 		conditions.Set(&updated.Status.Conditions, fleet.ConditionReady, corev1.ConditionTrue, "", "")
-		// A conflict means a newer version is on its way to this handler.
-		_, _ = bds.UpdateStatus(ctx, updated, metav1.UpdateOptions{})
+		_, err := bds.UpdateStatus(ctx, updated, metav1.UpdateOptions{})
+		if err == nil || apierrors.IsConflict(err) || apierrors.IsNotFound(err) || ctx.Err() != nil {
+			// A conflict means a newer version is on its way to this handler.
+			return
+		}
+		// The hub did not take it (it is down, or busy): report again in a while,
+		// the deployment as the cache then has it.
+		time.AfterFunc(2*time.Second, func() {
+			if latest, ok, _ := informer.GetStore().Get(bd); ok && ctx.Err() == nil {
+				report(latest)
+			}
+		})
 	}
-	informer := cache.NewSharedIndexInformer(lw, &fleet.BundleDeployment{}, 0, cache.Indexers{})
 	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: report, UpdateFunc: func(_, obj any) { report(obj) }}); err != nil {
 		return err
 	}

@@ -295,7 +295,12 @@ func (h *handler) onChange(key string, cluster *fleet.Cluster) (*fleet.Cluster, 
 	if equality.Semantic.DeepEqual(*status, cluster.Status) {
 		return cluster, nil
 	}
-	return statuspatch.ImportsOwner.ApplyCluster(context.Background(), h.client, cluster, *status)
+	owner := statuspatch.ImportsOwner
+	// A deployment's result is news whatever copy it was computed from; a failure
+	// computed from a stale copy would send back the generation that copy had, over
+	// one a later deployment recorded: it is written over the version it read only.
+	owner.Optimistic = err != nil
+	return owner.ApplyCluster(context.Background(), h.client, cluster, *status)
 }
 
 func (h *handler) lastFailure(key string) (failedAttempt, bool) {

@@ -27,28 +27,39 @@ const (
 	answerGrace      = time.Minute
 )
 
-// sweepAnswers deletes the answer Secrets whose request no longer exists.
+// sweepAnswers deletes the answer Secrets of the registration namespace whose request
+// no longer exists. Only the hub writes there (the answers to recovery requests, in
+// per-cluster namespaces, go with their namespace); it reads them from the API
+// server a page at a time, since its Secret cache leaves answers out.
 func (h *handler) sweepAnswers(ctx context.Context) {
 	if !h.requests.Informer().HasSynced() {
 		return
 	}
-	list, err := h.kube.CoreV1().Secrets("").List(ctx, metav1.ListOptions{
+	opts := metav1.ListOptions{
 		LabelSelector: labels.SelectorFromSet(labels.Set{names.ManagedLabel: "true"}).String(),
 		FieldSelector: fields.OneTermEqualSelector("type", names.CredentialSecretType).String(),
-	})
-	if err != nil {
-		logrus.WithError(err).Warn("Cannot list registration answers to remove those whose request is gone")
-		return
+		Limit:         500,
 	}
-	for _, secret := range orphanedAnswers(list.Items, h.requestExists, time.Now()) {
-		uid := secret.UID
-		err := h.kube.CoreV1().Secrets(secret.Namespace).Delete(ctx, secret.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
-		if ignoreNotFound(err) != nil {
-			logrus.WithError(err).WithField("secret", secret.Namespace+"/"+secret.Name).Warn("Cannot delete a registration answer whose request is gone")
-			continue
+	secrets := h.kube.CoreV1().Secrets(names.RegistrationNamespace)
+	for {
+		page, err := secrets.List(ctx, opts)
+		if err != nil {
+			logrus.WithError(err).Warn("Cannot list registration answers to remove those whose request is gone")
+			return
 		}
-		logrus.WithFields(logrus.Fields{"secret": secret.Namespace + "/" + secret.Name, "request": secret.Labels[names.RequestLabel]}).
-			Info("Deleted a registration answer whose request is gone")
+		for _, secret := range orphanedAnswers(page.Items, h.requestExists, time.Now()) {
+			uid := secret.UID
+			err := secrets.Delete(ctx, secret.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+			if ignoreNotFound(err) != nil {
+				logrus.WithError(err).WithField("secret", secret.Namespace+"/"+secret.Name).Warn("Cannot delete a registration answer whose request is gone")
+				continue
+			}
+			logrus.WithFields(logrus.Fields{"secret": secret.Namespace + "/" + secret.Name, "request": secret.Labels[names.RequestLabel]}).
+				Info("Deleted a registration answer whose request is gone")
+		}
+		if opts.Continue = page.Continue; opts.Continue == "" {
+			return
+		}
 	}
 }
 

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"slices"
+	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -26,6 +28,9 @@ type Owner struct {
 	Fields []string
 	// Conditions are the condition types it owns.
 	Conditions []string
+	// Optimistic writes only over the version of the object the status was computed
+	// from: a stale copy is refused with a conflict, and the writer looks again.
+	Optimistic bool
 }
 
 // Field managers of the hub's writers of a Cluster's status. The agent owns
@@ -36,47 +41,113 @@ var (
 	ClusterOwner = Owner{Manager: "flotilla-cluster", Fields: []string{"namespace", "summary", "display"}, Conditions: []string{fleet.ConditionReady}}
 	// ImportsOwner is the import controller: the Imported condition and what it
 	// last deployed.
-	ImportsOwner = Owner{Manager: "flotilla-imports", Fields: []string{"agentDeployedGeneration", "agentConfigHash"}, Conditions: []string{fleet.ConditionImported}}
+	ImportsOwner = Owner{Manager: "flotilla-imports", Fields: []string{"agentDeployedGeneration", "agentConfigHash"},
+		Conditions: []string{fleet.ConditionImported}}
 )
 
-// Patch is the apply patch of o's part of status for the object kind namespace/name
-// of the fleet.cattle.io API.
-func (o Owner) Patch(kind, namespace, name string, status any) ([]byte, error) {
-	raw, err := json.Marshal(status)
-	if err != nil {
-		return nil, fmt.Errorf("encoding the status: %w", err)
+// Patch is the apply patch of o's part of status for object (namespace, name and
+// UID: a write computed from a deleted object's copy does not land on one created
+// again under its name; with resourceVersion when o is Optimistic) of the
+// fleet.cattle.io kind. Every owned field is sent with its value, zero or empty
+// included: apply removes a field only when the manager that sends it no longer
+// does, so a value left by a writer from before the apply (a hub upgraded from merge
+// patches) is replaced rather than kept beside an omitted zero.
+func (o Owner) Patch(kind string, object metav1.Object, status any) ([]byte, error) {
+	v := reflect.ValueOf(status)
+	if v.Kind() != reflect.Struct {
+		return nil, fmt.Errorf("encoding the status: %T is not a struct", status)
 	}
-	var all map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &all); err != nil {
-		return nil, fmt.Errorf("encoding the status: %w", err)
-	}
+	fields := jsonFields(v)
 	owned := map[string]any{}
-	for _, f := range o.Fields {
-		if v, ok := all[f]; ok && string(v) != "null" {
-			owned[f] = v
+	for _, name := range o.Fields {
+		f, ok := fields[name]
+		if !ok {
+			return nil, fmt.Errorf("encoding the status: %T has no field %q", status, name)
+		}
+		if f.Kind() == reflect.Pointer && f.IsNil() {
+			continue
+		}
+		owned[name] = explicit(f)
+	}
+	if f, ok := fields["conditions"]; ok {
+		conds, _ := f.Interface().([]fleet.Condition)
+		var mine []any
+		for _, c := range conds {
+			if slices.Contains(o.Conditions, c.Type) {
+				mine = append(mine, explicit(reflect.ValueOf(c)))
+			}
+		}
+		if len(mine) > 0 {
+			owned["conditions"] = mine
 		}
 	}
-	var conds []fleet.Condition
-	if c, ok := all["conditions"]; ok {
-		if err := json.Unmarshal(c, &conds); err != nil {
-			return nil, fmt.Errorf("encoding the status: %w", err)
-		}
-	}
-	conds = slices.DeleteFunc(conds, func(c fleet.Condition) bool { return !slices.Contains(o.Conditions, c.Type) })
-	if len(conds) > 0 {
-		owned["conditions"] = conds
+	meta := map[string]string{"namespace": object.GetNamespace(), "name": object.GetName(), "uid": string(object.GetUID())}
+	if o.Optimistic {
+		meta["resourceVersion"] = object.GetResourceVersion()
 	}
 	return json.Marshal(map[string]any{
 		"apiVersion": fleet.SchemeGroupVersion.String(),
 		"kind":       kind,
-		"metadata":   map[string]string{"namespace": namespace, "name": name},
+		"metadata":   meta,
 		"status":     owned,
 	})
 }
 
+// jsonFields are the fields of struct v by their JSON names.
+func jsonFields(v reflect.Value) map[string]reflect.Value {
+	out := map[string]reflect.Value{}
+	t := v.Type()
+	for i := range t.NumField() {
+		if !t.Field(i).IsExported() {
+			continue
+		}
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		if name == "-" {
+			continue
+		}
+		if name == "" {
+			name = t.Field(i).Name
+		}
+		out[name] = v.Field(i)
+	}
+	return out
+}
+
+// explicit is v for JSON with every field of every struct in it present, omitempty
+// or not; a type that encodes itself (a time) encodes as it does.
+func explicit(v reflect.Value) any {
+	if _, ok := v.Interface().(json.Marshaler); ok {
+		return v.Interface()
+	}
+	switch v.Kind() {
+	case reflect.Pointer:
+		if v.IsNil() {
+			return nil
+		}
+		return explicit(v.Elem())
+	case reflect.Struct:
+		out := map[string]any{}
+		for name, f := range jsonFields(v) {
+			if f.Kind() == reflect.Pointer && f.IsNil() {
+				continue // an apply cannot say "unset" but by leaving a field out
+			}
+			out[name] = explicit(f)
+		}
+		return out
+	case reflect.Slice:
+		out := []any{}
+		for i := range v.Len() {
+			out = append(out, explicit(v.Index(i)))
+		}
+		return out
+	default:
+		return v.Interface()
+	}
+}
+
 // ApplyCluster writes o's part of status to cluster's status.
 func (o Owner) ApplyCluster(ctx context.Context, clusters fleetclient.ClustersGetter, cluster *fleet.Cluster, status fleet.ClusterStatus) (*fleet.Cluster, error) {
-	patch, err := o.Patch("Cluster", cluster.Namespace, cluster.Name, status)
+	patch, err := o.Patch("Cluster", cluster, status)
 	if err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	fleet "github.com/flotilla/flotilla/pkg/apis/fleet.cattle.io/v1alpha1"
 )
@@ -150,20 +151,28 @@ func TestOwnerPatchHoldsOnlyItsFieldsAndConditions(t *testing.T) {
 			{Type: fleet.ConditionImported, Status: corev1.ConditionTrue},
 		},
 	}
+	cluster := &fleet.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ws", Name: "c1", UID: "uid-1", ResourceVersion: "7"}}
+	emptyCondition := `"lastTransitionTime":"","lastUpdateTime":"","message":""`
 	for _, c := range []struct {
 		name   string
 		owner  Owner
 		status fleet.ClusterStatus
 		want   string
+		// resourceVersion is what the patch's metadata holds, "" for none.
+		resourceVersion string
 	}{
-		{"cluster controller", ClusterOwner, status,
-			`{"conditions":[{"type":"Ready","status":"False","reason":"WaitCheckIn"}],"display":{"state":"WaitCheckIn"},"namespace":"cluster-ns","summary":{"ready":0,"desiredReady":0}}`},
-		{"import controller", ImportsOwner, status,
-			`{"agentConfigHash":"h","agentDeployedGeneration":2,"conditions":[{"type":"Imported","status":"True"}]}`},
-		{"nothing owned set", ImportsOwner, fleet.ClusterStatus{Namespace: "x"}, `{}`},
+		{name: "cluster controller: zeros and empty strings explicit", owner: ClusterOwner, status: status,
+			want: `{"conditions":[{` + emptyCondition + `,"reason":"WaitCheckIn","status":"False","type":"Ready"}],` +
+				`"display":{"readyBundles":"","readyNodes":"","sampleNode":"","state":"WaitCheckIn"},"namespace":"cluster-ns",` +
+				`"summary":{"desiredReady":0,"errApplied":0,"modified":0,"nonReadyResources":[],"notReady":0,"outOfSync":0,"pending":0,"ready":0,"waitApplied":0}}`},
+		{name: "import controller", owner: ImportsOwner, status: status,
+			want: `{"agentConfigHash":"h","agentDeployedGeneration":2,"conditions":[{` + emptyCondition + `,"reason":"","status":"True","type":"Imported"}]}`},
+		{name: "an unset pointer is left out; optimistic: over the version it read", owner: Owner{Manager: "m", Fields: ImportsOwner.Fields, Optimistic: true},
+			status: fleet.ClusterStatus{Namespace: "x"}, resourceVersion: "7",
+			want: `{"agentConfigHash":""}`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			patch, err := c.owner.Patch("Cluster", "ws", "c1", c.status)
+			patch, err := c.owner.Patch("Cluster", cluster, c.status)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -175,11 +184,12 @@ func TestOwnerPatchHoldsOnlyItsFieldsAndConditions(t *testing.T) {
 			if err := json.Unmarshal(patch, &got); err != nil {
 				t.Fatal(err)
 			}
-			if got.APIVersion != "fleet.cattle.io/v1alpha1" || got.Kind != "Cluster" || got.Metadata["namespace"] != "ws" || got.Metadata["name"] != "c1" {
+			if got.APIVersion != "fleet.cattle.io/v1alpha1" || got.Kind != "Cluster" || got.Metadata["namespace"] != "ws" || got.Metadata["name"] != "c1" ||
+				got.Metadata["uid"] != "uid-1" || got.Metadata["resourceVersion"] != c.resourceVersion {
 				t.Errorf("object %s %s %v", got.APIVersion, got.Kind, got.Metadata)
 			}
 			if string(got.Status) != c.want {
-				t.Errorf("status %s, want %s", got.Status, c.want)
+				t.Errorf("status\n%s, want\n%s", got.Status, c.want)
 			}
 		})
 	}
