@@ -141,6 +141,20 @@ func main() {
 	}
 }
 
+// dataDir makes the run's data directory; cleanup removes it unless --keep, which
+// prints where it is.
+func dataDir(o options, prefix string) (dir string, cleanup func(), err error) {
+	dir, err = os.MkdirTemp("", prefix)
+	if err != nil {
+		return "", nil, err
+	}
+	if o.keep {
+		fmt.Printf("data and logs in %s\n", dir)
+		return dir, func() {}, nil
+	}
+	return dir, func() { os.RemoveAll(dir) }, nil
+}
+
 // startControlPlane runs `hub controlplane` like the hub's embedded control plane (it
 // authorizes cluster identities itself, the default, and runs no Pods) with data under
 // dir, and returns once its API answers, with its admin kubeconfig's path and
@@ -180,15 +194,11 @@ func startControlPlane(ctx context.Context, dir, hubBin string, extraArgs ...str
 func run(o options) (*report, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
 	defer cancel()
-	dir, err := os.MkdirTemp("", "flotilla-bench-")
+	dir, cleanup, err := dataDir(o, "flotilla-bench-")
 	if err != nil {
 		return nil, err
 	}
-	if o.keep {
-		fmt.Printf("data and logs in %s\n", dir)
-	} else {
-		defer os.RemoveAll(dir)
-	}
+	defer cleanup()
 	f, err := startFixture(ctx, o, dir)
 	if err != nil {
 		return nil, err

@@ -26,15 +26,11 @@ func outage(o options, d time.Duration) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), o.timeout+d)
 	defer cancel()
-	dir, err := os.MkdirTemp("", "flotilla-outage-")
+	dir, cleanup, err := dataDir(o, "flotilla-outage-")
 	if err != nil {
 		return err
 	}
-	if o.keep {
-		fmt.Printf("data and logs in %s\n", dir)
-	} else {
-		defer os.RemoveAll(dir)
-	}
+	defer cleanup()
 	f, err := startFixture(ctx, o, dir)
 	if err != nil {
 		return err

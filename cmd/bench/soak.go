@@ -98,15 +98,11 @@ func soak(o options, s soakOptions) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.duration+o.timeout)
 	defer cancel()
-	dir, err := os.MkdirTemp("", "flotilla-soak-")
+	dir, cleanup, err := dataDir(o, "flotilla-soak-")
 	if err != nil {
 		return err
 	}
-	if o.keep {
-		fmt.Printf("data and logs in %s\n", dir)
-	} else {
-		defer os.RemoveAll(dir)
-	}
+	defer cleanup()
 	// Answered requests go after a minute, so re-registrations do not pile them up
 	// for the default retention.
 	o.hubArgs = append(o.hubArgs, "--request-retention=1m")

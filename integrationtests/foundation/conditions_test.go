@@ -16,6 +16,7 @@ import (
 	"github.com/flotilla/flotilla/pkg/conditions"
 	"github.com/flotilla/flotilla/pkg/controllers/statuspatch"
 	"github.com/flotilla/flotilla/pkg/crds"
+	fleetclient "github.com/flotilla/flotilla/pkg/generated/clientset/versioned/typed/fleet.cattle.io/v1alpha1"
 )
 
 // TestClusterStatusWritersCannotClobberEachOther plays the race of the hub's two
@@ -25,15 +26,8 @@ import (
 // write, and the agent's report must survive both.
 func TestClusterStatusWritersCannotClobberEachOther(t *testing.T) {
 	t.Parallel()
-	cp := framework.StartControlPlane(t, "conditions")
+	client := clustersAPI(t, "conditions")
 	ctx := context.Background()
-	if err := crds.Apply(ctx, cp.RESTConfig()); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cp.Client().CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "clusters"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	client := cp.Fleet().FleetV1alpha1()
 	stale, err := client.Clusters("clusters").Create(ctx, &fleet.Cluster{ObjectMeta: metav1.ObjectMeta{Name: "c1"}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -156,15 +150,8 @@ func TestClusterStatusWritersCannotClobberEachOther(t *testing.T) {
 // those values, empty ones included, not keep them beside its own.
 func TestClusterStatusFromBeforeApplyIsReplaced(t *testing.T) {
 	t.Parallel()
-	cp := framework.StartControlPlane(t, "upgrade")
+	client := clustersAPI(t, "upgrade")
 	ctx := context.Background()
-	if err := crds.Apply(ctx, cp.RESTConfig()); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cp.Client().CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "clusters"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	client := cp.Fleet().FleetV1alpha1()
 	if _, err := client.Clusters("clusters").Create(ctx, &fleet.Cluster{ObjectMeta: metav1.ObjectMeta{Name: "c2"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -196,4 +183,19 @@ func TestClusterStatusFromBeforeApplyIsReplaced(t *testing.T) {
 	if after.Status.Summary.NotReady != 0 || after.Status.Display.State != "" || after.Status.Display.ReadyBundles != "1/1" {
 		t.Errorf("summary %+v, display %+v: values from before the apply were kept", after.Status.Summary, after.Status.Display)
 	}
+}
+
+// clustersAPI starts a control plane with Flotilla's CRDs and no hub, and a
+// namespace "clusters" for Clusters, and returns its fleet.cattle.io client.
+func clustersAPI(t *testing.T, name string) fleetclient.FleetV1alpha1Interface {
+	t.Helper()
+	cp := framework.StartControlPlane(t, name)
+	ctx := context.Background()
+	if err := crds.Apply(ctx, cp.RESTConfig()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cp.Client().CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "clusters"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return cp.Fleet().FleetV1alpha1()
 }

@@ -81,7 +81,10 @@ func (o Owner) Patch(kind string, object metav1.Object, status any) ([]byte, err
 			owned["conditions"] = mine
 		}
 	}
-	meta := map[string]string{"namespace": object.GetNamespace(), "name": object.GetName(), "uid": string(object.GetUID())}
+	meta := map[string]string{"namespace": object.GetNamespace(), "name": object.GetName()}
+	if uid := object.GetUID(); uid != "" {
+		meta["uid"] = string(uid)
+	}
 	if o.Optimistic {
 		meta["resourceVersion"] = object.GetResourceVersion()
 	}
