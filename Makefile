@@ -77,7 +77,7 @@ CHAOS_SEED ?=
 chaos: build helm
 	FLOTILLA_CHAOS_CLUSTERS=$(CHAOS_CLUSTERS) FLOTILLA_CHAOS_REAL_AGENTS=$(CHAOS_REAL_AGENTS) FLOTILLA_CHAOS_KILLS=$(CHAOS_KILLS) \
 		FLOTILLA_CHAOS_SEED=$(CHAOS_SEED) FLOTILLA_BIN=$(BIN) PATH=$(BIN):$$PATH \
-		go test -count=1 -v -run '^TestChaos$$' -timeout 3h ./integrationtests/chaos/
+		go test -count=1 -v -parallel 1 -run '^TestChaos' -timeout 3h ./integrationtests/chaos/
 
 ## run: start a hub with an embedded control plane; data in $(DATA_DIR).
 run: build

@@ -30,6 +30,7 @@ type settings struct {
 	bundles   int           // FLOTILLA_CHAOS_BUNDLES: Bundles that change during the campaign
 	gap       time.Duration // FLOTILLA_CHAOS_GAP: the longest pause between two kills
 	converge  time.Duration // FLOTILLA_CHAOS_CONVERGE: how long the fleet may take to converge after the last kill
+	embedded  bool          // one hub with its embedded control plane instead of two replicas against one
 }
 
 func load(t *testing.T) settings {
@@ -79,6 +80,7 @@ const (
 	killLeader       = "hub leader"
 	killStandby      = "hub standby"
 	killControlPlane = "control plane"
+	killEmbeddedHub  = "embedded hub"
 	killRealAgent    = "real agent"
 	killSimAgent     = "simulated agent"
 )
@@ -88,17 +90,33 @@ const (
 // planes, installing with Helm), Bundles changing, and kill -9 at random moments of
 // the leading replica, the standby, the control plane (restarted on its data
 // directory) and agents. After the last kill it waits for convergence and checks the
-// invariants (invariants.go), printing each with its count.
+// invariants (invariants_test.go), printing each with its count.
 func TestChaos(t *testing.T) {
 	t.Parallel()
+	campaign(t, load(t))
+}
+
+// TestChaosEmbeddedHub is the campaign against the hub's default mode: one process
+// with its embedded control plane, killed and restarted on its data directory.
+func TestChaosEmbeddedHub(t *testing.T) {
+	t.Parallel()
 	s := load(t)
+	s.embedded = true
+	campaign(t, s)
+}
+
+func campaign(t *testing.T, s settings) {
 	// The simulated agents' watches end with every kill of the control plane, and
 	// client-go says so on stderr for each; the campaign reports what matters.
 	klog.SetOutput(io.Discard)
 	klog.LogToStderr(false)
 	rng := rand.New(rand.NewPCG(s.seed, s.seed>>1|1))
-	t.Logf("chaos: seed %d (FLOTILLA_CHAOS_SEED=%d repeats the schedule), %d simulated and %d real agents, %d Bundles, %d kills of each kind",
-		s.seed, s.seed, s.simulated, s.real, s.bundles, s.kills)
+	mode := "two hub replicas against one control plane"
+	if s.embedded {
+		mode = "one hub with its embedded control plane"
+	}
+	t.Logf("chaos: seed %d (FLOTILLA_CHAOS_SEED=%d repeats the schedule), %s, %d simulated and %d real agents, %d Bundles, %d kills of each kind",
+		s.seed, s.seed, mode, s.simulated, s.real, s.bundles, s.kills)
 
 	f := newFleet(t, s)
 	start := time.Now()
@@ -115,7 +133,11 @@ func TestChaos(t *testing.T) {
 	}
 	var kinds []string
 	for range s.kills {
-		kinds = append(kinds, killLeader, killStandby, killControlPlane)
+		if s.embedded {
+			kinds = append(kinds, killEmbeddedHub)
+		} else {
+			kinds = append(kinds, killLeader, killStandby, killControlPlane)
+		}
 		if s.real > 0 {
 			kinds = append(kinds, killRealAgent)
 		}

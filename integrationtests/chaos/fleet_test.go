@@ -79,24 +79,32 @@ type chaosFleet struct {
 // are made but not started.
 func newFleet(t *testing.T, s settings) *chaosFleet {
 	f := &chaosFleet{t: t, revs: make([]int, s.bundles)}
-	f.host = framework.StartControlPlane(t, "hub-host")
-	f.cp = &process{name: "control plane", p: f.host.Process}
-	// A short Lease for quick takeovers; retention short enough for answered
-	// requests to go within the campaign's convergence.
-	args := []string{"--leader-elect-lease-duration=10s", "--leader-elect-renew-deadline=8s", "--leader-elect-retry-period=1s",
-		"--request-retention=20s"}
-	for i := range 2 {
-		h := framework.StartHubOn(t, f.host, args...)
-		f.hubs = append(f.hubs, &process{name: fmt.Sprintf("hub replica %d", i), p: h.Process})
-	}
-	framework.Eventually(t, "one replica to lead", 2*time.Minute, func(context.Context) error {
-		if f.leader() == nil {
-			return fmt.Errorf("no leader yet")
+	// Retention short enough for answered requests to go within the campaign's
+	// convergence.
+	retention := "--request-retention=20s"
+	var hub *framework.Hub
+	if s.embedded {
+		hub = framework.StartHub(t, retention)
+		f.host = &hub.Cluster
+		f.cp = &process{name: "embedded hub", p: hub.Process}
+	} else {
+		f.host = framework.StartControlPlane(t, "hub-host")
+		f.cp = &process{name: "control plane", p: f.host.Process}
+		// A short Lease for quick takeovers.
+		args := []string{"--leader-elect-lease-duration=10s", "--leader-elect-renew-deadline=8s", "--leader-elect-retry-period=1s", retention}
+		for i := range 2 {
+			h := framework.StartHubOn(t, f.host, args...)
+			f.hubs = append(f.hubs, &process{name: fmt.Sprintf("hub replica %d", i), p: h.Process})
 		}
-		return nil
-	})
+		framework.Eventually(t, "one replica to lead", 2*time.Minute, func(context.Context) error {
+			if f.leader() == nil {
+				return fmt.Errorf("no leader yet")
+			}
+			return nil
+		})
+		hub = &framework.Hub{Cluster: *f.host}
+	}
 	f.client = f.host.Fleet()
-	hub := &framework.Hub{Cluster: *f.host}
 	valuesPath := hub.CreateToken(workspace, "chaos", "")
 	values, err := framework.ReadValues(valuesPath)
 	if err != nil {
@@ -194,11 +202,14 @@ func (f *chaosFleet) kill(kind string, rng *rand.Rand) (string, bool) {
 		}
 		pick.kill(rng)
 		return pick.name, true
-	case killControlPlane:
+	case killControlPlane, killEmbeddedHub:
 		if f.cp.exited() {
 			return "", false
 		}
 		f.cp.kill(rng)
+		if kind == killEmbeddedHub {
+			return "the hub, its API server and etcd in one process", true
+		}
 		return "the hub's API server and etcd", true
 	case killRealAgent:
 		var ps []*process
