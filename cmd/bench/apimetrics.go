@@ -1,12 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
@@ -30,14 +27,9 @@ type requestCounts struct {
 // benchmark's own.
 func apiRequests(ctx context.Context, kube kubernetes.Interface) (requestCounts, error) {
 	counts := requestCounts{writes: map[string]float64{}, reads: map[string]float64{}}
-	raw, err := kube.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	families, err := apiMetrics(ctx, kube)
 	if err != nil {
-		return counts, fmt.Errorf("reading the API server's /metrics: %w", err)
-	}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(bytes.NewReader(raw))
-	if err != nil {
-		return counts, fmt.Errorf("parsing the API server's /metrics: %w", err)
+		return counts, err
 	}
 	family, ok := families["apiserver_request_total"]
 	if !ok {

@@ -307,7 +307,11 @@ func apiMetrics(ctx context.Context, kube kubernetes.Interface) (map[string]*dto
 
 func parseMetrics(raw []byte) (map[string]*dto.MetricFamily, error) {
 	parser := expfmt.NewTextParser(model.UTF8Validation)
-	return parser.TextToMetricFamilies(bytes.NewReader(raw))
+	families, err := parser.TextToMetricFamilies(bytes.NewReader(raw))
+	if err != nil {
+		return nil, fmt.Errorf("parsing /metrics: %w", err)
+	}
+	return families, nil
 }
 
 // sumMetric adds up the values of the family's metrics whose labels include match.

@@ -3,7 +3,8 @@ package chaos
 import (
 	"context"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -48,15 +49,8 @@ func (f *chaosFleet) identities(ctx context.Context) []agentIdentity {
 		out = append(out, agentIdentity{name: fmt.Sprintf("simulated agent %d", i), cred: a.agent.Credential()})
 	}
 	for _, a := range f.reals {
-		id := agentIdentity{name: a.name}
-		secret, err := a.ds.Client().CoreV1().Secrets("cattle-fleet-system").Get(ctx, names.AgentIdentitySecret, metav1.GetOptions{})
-		if err == nil {
-			var cred registration.Credential
-			cred, err = registration.CredentialFromSecretData(secret.Data)
-			id.cred = &cred
-		}
-		id.err = err
-		out = append(out, id)
+		cred, err := a.credential(ctx)
+		out = append(out, agentIdentity{name: a.name, cred: cred, err: err})
 	}
 	return out
 }
@@ -279,9 +273,14 @@ func (f *chaosFleet) checkReleases(ctx context.Context, a *realAgent, byNamespac
 		inv.failf("%s: %v", a.name, err)
 		return
 	}
+	cred, err := a.credential(ctx)
+	if err != nil {
+		inv.failf("%s: %v", a.name, err)
+		return
+	}
 	want := map[string]bool{}
 	for _, bd := range deployments {
-		if c := byNamespace[bd.Namespace]; c != nil && c.Spec.ClientID != "" && a.clientID(ctx) == c.Spec.ClientID {
+		if c := byNamespace[bd.Namespace]; c != nil && c.Spec.ClientID == cred.ClientID {
 			want[render.ReleaseNamespace(bd.Spec.Options)+"/"+render.ReleaseName(bd.Spec.Options, bd.Name)] = true
 		}
 	}
@@ -292,12 +291,7 @@ func (f *chaosFleet) checkReleases(ctx context.Context, a *realAgent, byNamespac
 			latest[key] = s
 		}
 	}
-	keys := make([]string, 0, len(latest))
-	for k := range latest {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, key := range keys {
+	for _, key := range slices.Sorted(maps.Keys(latest)) {
 		inv.count++
 		if status := latest[key].Labels["status"]; strings.HasPrefix(status, "pending") {
 			inv.failf("%s: release %s is %s", a.name, key, status)
@@ -308,16 +302,17 @@ func (f *chaosFleet) checkReleases(ctx context.Context, a *realAgent, byNamespac
 	}
 }
 
-func (a *realAgent) clientID(ctx context.Context) string {
+// credential is the identity the real agent stored in its cluster.
+func (a *realAgent) credential(ctx context.Context) (*registration.Credential, error) {
 	secret, err := a.ds.Client().CoreV1().Secrets("cattle-fleet-system").Get(ctx, names.AgentIdentitySecret, metav1.GetOptions{})
 	if err != nil {
-		return ""
+		return nil, err
 	}
 	cred, err := registration.CredentialFromSecretData(secret.Data)
 	if err != nil {
-		return ""
+		return nil, err
 	}
-	return cred.ClientID
+	return &cred, nil
 }
 
 func version(s corev1.Secret) int {
