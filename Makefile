@@ -42,7 +42,7 @@ IMAGES_DIR       ?= $(BIN)/images
 IMAGE_REPOSITORY ?= flotilla
 IMAGE_TAG        ?= $(shell sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\}$$/\1/p' charts/fleet-like/hub/Chart.yaml)
 
-.PHONY: all build run bench chaos images image-tarballs skopeo controlplane test unit fuzz integration generate verify-generate tools helm controller-gen staticcheck lint clean
+.PHONY: all build run bench chaos node node-packages images image-tarballs skopeo controlplane test unit fuzz integration generate verify-generate tools helm controller-gen staticcheck lint clean
 
 all: build
 
@@ -51,6 +51,8 @@ build:
 	go build -ldflags '$(LDFLAGS)' -o $(BIN)/hub ./cmd/hub
 	go build -ldflags '$(LDFLAGS)' -o $(BIN)/agent ./cmd/agent
 	go build -o $(BIN)/bench ./cmd/bench
+	go build -ldflags '$(LDFLAGS)' -o $(BIN)/flotilla-node ./cmd/flotilla-node
+	go build -ldflags '$(LDFLAGS)' -o $(BIN)/pause ./cmd/pause
 
 ## images: OCI image tarballs of the hub and the agent in $(IMAGES_DIR), without a
 ## container engine (hack/images, go-containerregistry); `docker load -i` or
@@ -58,8 +60,11 @@ build:
 images: build
 	$(MAKE) --no-print-directory image-tarballs
 
+print-image-tag:
+	@echo $(IMAGE_TAG)
+
 image-tarballs:
-	cd hack/images && go run . --out $(IMAGES_DIR) --repository $(IMAGE_REPOSITORY) --tag $(IMAGE_TAG) $(BIN)/hub $(BIN)/agent
+	cd hack/images && go run . --out $(IMAGES_DIR) --repository $(IMAGE_REPOSITORY) --tag $(IMAGE_TAG) $(BIN)/hub $(BIN)/agent $(BIN)/pause
 
 ## bench: CLUSTERS simulated agents register with a hub at once, then get a Bundle;
 ## prints a table and writes bench-results/bench-$(CLUSTERS).json (docs/scale.md).
@@ -82,6 +87,23 @@ chaos: build helm
 ## run: start a hub with an embedded control plane; data in $(DATA_DIR).
 run: build
 	$(BIN)/hub --data-dir $(DATA_DIR)
+
+## node: a control plane with a node that runs Pods from the images make images
+## builds (docs/node.md); needs root and the Debian packages node-packages installs.
+node: images node-packages
+	$(BIN)/hub controlplane --data-dir $(DATA_DIR)-node --secure-port 6445 --node --node-images $(IMAGES_DIR)
+
+## node-packages: Debian's containerd, runc, CNI plugins, iptables and conntrack, which
+## a node runs with; a machine without root or apt says so and the node tests skip.
+NODE_PACKAGES := containerd runc containernetworking-plugins iptables conntrack
+node-packages:
+	@if command -v containerd >/dev/null && command -v runc >/dev/null && [ -x /usr/lib/cni/bridge ] && command -v iptables >/dev/null && command -v conntrack >/dev/null; then exit 0; fi; \
+	if [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then \
+		echo "node-packages: not root or no apt-get; install $(NODE_PACKAGES) to run the node tests"; exit 0; fi; \
+	export DEBIAN_FRONTEND=noninteractive; \
+	apt-get install -y --no-install-recommends $(NODE_PACKAGES) >/dev/null 2>&1 || \
+		{ apt-get update >/dev/null 2>&1 && apt-get install -y --no-install-recommends $(NODE_PACKAGES) >/dev/null 2>&1; } || \
+		echo "node-packages: could not install $(NODE_PACKAGES); the node tests will skip"
 
 ## controlplane: start only a control plane (a local downstream cluster to try Flotilla on).
 controlplane: build
@@ -120,9 +142,11 @@ lint: staticcheck
 	$(BIN)/staticcheck ./...
 
 ## integration: every integration package; the chaos campaign runs short, with a
-## fixed seed (make chaos runs a long one).
+## fixed seed (make chaos runs a long one). The real-Pod tests (integrationtests/pods)
+## load the images into a node; they skip where the machine cannot run one.
 integration: build tools
-	FLOTILLA_CHAOS_SEED=$${FLOTILLA_CHAOS_SEED:-1} FLOTILLA_BIN=$(BIN) PATH=$(BIN):$$PATH go test $(GO_TEST_FLAGS) -p $(INTEGRATION_PARALLEL) -parallel 4 -timeout 40m ./integrationtests/...
+	$(MAKE) --no-print-directory image-tarballs
+	FLOTILLA_CHAOS_SEED=$${FLOTILLA_CHAOS_SEED:-1} FLOTILLA_IMAGES=$(IMAGES_DIR) FLOTILLA_BIN=$(BIN) PATH=$(BIN):$$PATH go test $(GO_TEST_FLAGS) -p $(INTEGRATION_PARALLEL) -parallel 4 -timeout 40m ./integrationtests/...
 
 generate: controller-gen
 	go run ./hack/codegen
@@ -138,7 +162,7 @@ verify-generate: generate
 		exit 1; \
 	fi
 
-tools: helm controller-gen skopeo
+tools: helm controller-gen skopeo node-packages
 
 ## skopeo: a second, independent reader of the image tarballs for the images test
 ## (Debian's package; the test checks the digests itself when it is missing).

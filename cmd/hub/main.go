@@ -21,6 +21,7 @@ import (
 	kubecfg "github.com/flotilla/flotilla/pkg/kubeconfig"
 	"github.com/flotilla/flotilla/pkg/leader"
 	"github.com/flotilla/flotilla/pkg/names"
+	"github.com/flotilla/flotilla/pkg/node/launch"
 	"github.com/flotilla/flotilla/pkg/signals"
 	"github.com/flotilla/flotilla/pkg/version"
 )
@@ -213,6 +214,10 @@ func newControlPlaneCommand() *cobra.Command {
 		simulate   bool
 		identities bool
 		workloads  bool
+		withNode   bool
+		nodeName   string
+		nodeIP     net.IP
+		nodeImages []string
 	)
 	cmd := &cobra.Command{
 		Use:   "controlplane",
@@ -229,16 +234,44 @@ to try Flotilla on one machine.`,
 			if simulate && !workloads {
 				return errors.New("--simulate-workloads needs the controllers of --workloads")
 			}
+			if simulate && withNode {
+				return errors.New("--simulate-workloads and --node exclude each other: a node runs the workloads")
+			}
 			cpConfig.IdentityAuthorizer, cpConfig.Workloads = identities, workloads
+			if withNode {
+				if cpConfig.Node, err = nodeConfig(nodeName, nodeIP); err != nil {
+					return err
+				}
+			}
 			logrus.WithField("dataDir", cpConfig.DataDir).Info("Starting the control plane")
-			return hub.ControlPlaneOnly(signals.Context(), cpConfig, simulate, announceControlPlane)
+			return hub.ControlPlaneOnly(signals.Context(), cpConfig, hub.ControlPlaneOptions{SimulateWorkloads: simulate, NodeImages: nodeImages}, announceControlPlane)
 		},
 	}
 	cp.register(cmd, defaultDataDir("flotilla-downstream"), 6444)
 	cmd.Flags().BoolVar(&identities, "identity-authorizer", true, "authorize Flotilla cluster identities in the API server, as the hub's embedded control plane does, so that a hub run against this control plane creates no RBAC objects for them; false makes it authorize like any other cluster")
 	cmd.Flags().BoolVar(&workloads, "workloads", true, "run the controllers Pods need (a default ServiceAccount and the kube-root-ca.crt ConfigMap in every namespace); false makes it like the hub's embedded control plane, which runs no Pods")
+	cmd.Flags().BoolVar(&withNode, "node", false, "also run a node that runs Pods (flotilla-node: containerd, kubelet, kube-proxy, scheduler; needs root and make node-packages), with the scheduler's and workload controllers' control plane parts; see docs/node.md")
+	cmd.Flags().StringVar(&nodeName, "node-name", "", "with --node: the Node's name (default: the host name)")
+	cmd.Flags().IPVar(&nodeIP, "node-ip", nil, "with --node: the Node's address, where Pods reach the API server (default: this machine's first non-loopback IPv4 address)")
+	cmd.Flags().StringSliceVar(&nodeImages, "node-images", nil, "with --node: image tarballs, or directories of them, loaded into the node (make images writes bin/images; it must hold the pause image)")
 	cmd.Flags().BoolVar(&simulate, "simulate-workloads", false, "report every Deployment and StatefulSet rolled out and available, as the kubelets this control plane lacks would once its Pods ran, and give LoadBalancer Services the address 192.0.2.1 (nothing runs); for trying Flotilla with agents run as processes")
 	return cmd
+}
+
+// nodeConfig is the node --node runs: named and addressed as asked, or by default.
+func nodeConfig(name string, ip net.IP) (*controlplane.NodeConfig, error) {
+	var err error
+	if name == "" {
+		if name, err = launch.DefaultName(); err != nil {
+			return nil, err
+		}
+	}
+	if ip == nil {
+		if ip, err = launch.DefaultIP(""); err != nil {
+			return nil, err
+		}
+	}
+	return &controlplane.NodeConfig{Name: name, IP: ip}, nil
 }
 
 func announceHub(cp *controlplane.ControlPlane) {

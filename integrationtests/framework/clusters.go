@@ -3,6 +3,7 @@ package framework
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"path/filepath"
 	"strconv"
@@ -33,6 +34,22 @@ const AllowLocalImports = "--import-allowed-networks=127.0.0.0/8"
 // directory, and returns once the API serves the fleet.cattle.io CRDs.
 func StartHub(t testing.TB, extraArgs ...string) *Hub {
 	t.Helper()
+	return startHub(t, func(*Hub) []string { return extraArgs })
+}
+
+// StartHubForPods is StartHub for agents that run as Pods on a node (StartNodeCluster):
+// the hub listens on every address and tells agents the node's address, which Pods
+// reach, rather than loopback.
+func StartHubForPods(t testing.TB, extraArgs ...string) *Hub {
+	t.Helper()
+	return startHub(t, func(h *Hub) []string {
+		url := "https://" + net.JoinHostPort(NodeIP(t).String(), strconv.Itoa(h.Port))
+		return append([]string{"--bind-address", "0.0.0.0", "--api-server-url", url}, extraArgs...)
+	})
+}
+
+func startHub(t testing.TB, extraArgs func(*Hub) []string) *Hub {
+	t.Helper()
 	h := &Hub{Cluster: newCluster(t, "hub", "flt-hub-")}
 	healthAddr := "127.0.0.1:" + strconv.Itoa(freePort(t))
 	h.HealthURL = "http://" + healthAddr
@@ -44,7 +61,7 @@ func StartHub(t testing.TB, extraArgs ...string) *Hub {
 		"--bind-address", "127.0.0.1",
 		"--secure-port", strconv.Itoa(h.Port),
 		"--health-probe-bind-address", healthAddr,
-	}, extraArgs...)
+	}, extraArgs(h)...)
 	h.Process = startProcess(t, "hub", filepath.Join(h.DataDir, "hub.log"), filepath.Join(BinDir(t), "hub"), args...)
 	h.WaitReady()
 	return h

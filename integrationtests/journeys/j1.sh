@@ -2,10 +2,10 @@
 # Journey J1 of JOURNEYS.md: agent-initiated registration of a new cluster, run with
 # the real kubectl and helm exactly as the journey writes it.
 #
-# Needs: HUB and DS (kubeconfig paths of the hub and of a downstream cluster), AGENT
-# (the agent binary: there is no kubelet, so "the agent runs" means starting it as the
-# chart's Deployment would), helm and kubectl on PATH, and charts/ in the working
-# directory.
+# Needs: HUB and DS (kubeconfig paths of the hub and of a downstream cluster), helm and
+# kubectl on PATH, and charts/ in the working directory. AGENT is the agent binary
+# where DS has no node: "the agent runs" then means starting it as the chart's
+# Deployment would. Without AGENT, DS runs Pods and the chart's agent Pod runs.
 set -euo pipefail
 
 kubectl --kubeconfig $HUB create namespace clusters
@@ -27,14 +27,20 @@ helm --kubeconfig $DS -n cattle-fleet-system install --create-namespace \
 installed=$(date +%s%N)
 
 # the agent runs
-"$AGENT" --kubeconfig $DS --namespace cattle-fleet-system >agent.log 2>&1 &
-agent=$!
-trap 'kill $agent 2>/dev/null || true' EXIT
+if [ -n "${AGENT:-}" ]; then
+  "$AGENT" --kubeconfig $DS --namespace cattle-fleet-system >agent.log 2>&1 &
+  agent=$!
+  trap 'kill $agent 2>/dev/null || true' EXIT
+fi
 
 until [ -n "$(kubectl --kubeconfig $HUB -n clusters get clusters.fleet.cattle.io -o name)" ]; do sleep 0.2; done
 kubectl --kubeconfig $HUB -n clusters wait --for=condition=Ready clusters.fleet.cattle.io --all --timeout=120s
 ready=$(date +%s%N)
 echo "helm install to Ready: $(( (ready - installed) / 1000000 )) ms"
+if [ -z "${AGENT:-}" ]; then
+  kubectl --kubeconfig $DS -n cattle-fleet-system rollout status deployment/fleet-agent --timeout=120s
+  kubectl --kubeconfig $DS -n cattle-fleet-system get pods -o wide
+fi
 
 kubectl --kubeconfig $HUB -n clusters get clusters.fleet.cattle.io
 

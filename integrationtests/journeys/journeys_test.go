@@ -4,8 +4,6 @@
 package journeys
 
 import (
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,25 +11,10 @@ import (
 	"github.com/flotilla/flotilla/integrationtests/framework"
 )
 
-// runJourney runs script in a fresh directory that holds the repository's charts/, with
-// env added and bin/ (helm, hub, agent) first on PATH.
+// runJourney runs one of this package's scripts (framework.RunJourney).
 func runJourney(t *testing.T, script string, env ...string) string {
 	t.Helper()
-	dir := t.TempDir()
-	root := framework.RepoRoot(t)
-	if err := os.Symlink(filepath.Join(root, "charts"), filepath.Join(dir, "charts")); err != nil {
-		t.Fatal(err)
-	}
-	bin := framework.BinDir(t)
-	cmd := exec.Command("bash", filepath.Join(root, "integrationtests", "journeys", script))
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), append(env, "PATH="+bin+":"+os.Getenv("PATH"), "AGENT="+filepath.Join(bin, "agent"))...)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		agentLog, _ := os.ReadFile(filepath.Join(dir, "agent.log"))
-		t.Fatalf("%s failed: %v\n%s\nagent log:\n%s", script, err, out, agentLog)
-	}
-	return string(out)
+	return framework.RunJourney(t, filepath.Join("integrationtests", "journeys", script), env...)
 }
 
 func TestJourneyJ1AgentInitiatedRegistration(t *testing.T) {

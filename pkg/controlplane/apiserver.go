@@ -42,6 +42,9 @@ func (c *ControlPlane) apiServerFlags(etcdURL string) []string {
 		// Events are kept an hour, as on a default cluster.
 		"--event-ttl=1h",
 	}
+	if c.cfg.Node != nil {
+		flags = replaceFlags(flags, c.nodeAPIServerFlags())
+	}
 	if c.cfg.MaxTokenExpiration > 0 {
 		flags = append(flags, "--service-account-max-token-expiration="+c.cfg.MaxTokenExpiration.String())
 	}

@@ -26,6 +26,27 @@ var workloadControllers = []string{
 	names.RootCACertificatePublisherController, // kube-root-ca.crt in every namespace
 }
 
+// nodeControllers are the controllers that run a node's Pods and Services, run with
+// Config.Node: the workload controllers, Service endpoints, and the node lifecycle
+// (a node that stops reporting turns NotReady and its Pods are evicted).
+var nodeControllers = []string{
+	names.DeploymentController,
+	names.ReplicaSetController,
+	names.StatefulSetController,
+	names.DaemonSetController,
+	names.JobController,
+	names.CronJobController,
+	names.TTLAfterFinishedController,
+	names.DisruptionController,
+	names.EndpointSliceController,
+	names.EndpointSliceMirroringController,
+	names.EndpointsController,
+	names.PodGarbageCollectorController,
+	names.NodeLifecycleController,
+	names.TaintEvictionController,
+	names.TTLController,
+}
+
 // runControllerManager runs the controllers above against the API server, with
 // leader election and serving turned off: this process is their only instance.
 func (c *ControlPlane) runControllerManager(ctx context.Context, kubeconfigPath string, done chan<- error) error {
@@ -38,9 +59,12 @@ func (c *ControlPlane) runControllerManager(ctx context.Context, kubeconfigPath 
 	for _, f := range s.Flags(known, disabled, aliases).FlagSets {
 		fs.AddFlagSet(f)
 	}
-	run := controllers
-	if c.cfg.Workloads {
-		run = append(slices.Clone(controllers), workloadControllers...)
+	run := slices.Clone(controllers)
+	if c.cfg.Workloads || c.cfg.Node != nil {
+		run = append(run, workloadControllers...)
+	}
+	if c.cfg.Node != nil {
+		run = append(run, nodeControllers...)
 	}
 	flags := []string{
 		"--kubeconfig=" + kubeconfigPath,

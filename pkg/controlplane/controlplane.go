@@ -43,6 +43,11 @@ type Config struct {
 	// the kube-root-ca.crt ConfigMap in every namespace. A hub's control plane runs
 	// no Pods and goes without, saving two writes for every per-cluster namespace.
 	Workloads bool
+	// Node, when set, makes this control plane ready for a node (flotilla-node) to
+	// join: credentials for its kubelet, kube-proxy and scheduler, the Node
+	// authorizer, the workload controllers, and the "kubernetes" Service pointing at
+	// the node's address so that Pods reach the API server.
+	Node *NodeConfig
 	// MaxTokenExpiration is the longest lifetime of a ServiceAccount token the API
 	// server issues; zero leaves it unbounded.
 	MaxTokenExpiration time.Duration
@@ -109,6 +114,11 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.Node != nil {
+		if err := c.pki.ensureNodeLeaves(*cfg.Node); err != nil {
+			return nil, err
+		}
+	}
 	c.CAPEM = c.pki.caPEM()
 	c.URL = "https://" + net.JoinHostPort(clientHost(cfg.BindAddress), strconv.Itoa(cfg.SecurePort))
 
@@ -119,6 +129,11 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 	controllerMgrKubeconfig := filepath.Join(dataDir, "pki", "controller-manager.kubeconfig")
 	if err := c.writeKubeconfig(controllerMgrName, "flotilla", controllerMgrKubeconfig); err != nil {
 		return nil, err
+	}
+	if cfg.Node != nil {
+		if err := c.writeNodeCredentials(); err != nil {
+			return nil, err
+		}
 	}
 	c.RESTConfig, err = kubeconfig.Load(c.AdminKubeconfig)
 	if err != nil {

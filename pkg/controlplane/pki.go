@@ -119,6 +119,7 @@ func ensurePKI(dir string, sans certutil.AltNames) (*pki, error) {
 func (p *pki) ensureLeaf(name string, config certutil.Config) error {
 	if cert, _, err := pkiutil.TryLoadCertAndKeyFromDisk(p.dir, name); err == nil {
 		if cert.CheckSignatureFrom(p.caCert) == nil &&
+			cert.Subject.CommonName == config.CommonName &&
 			time.Until(cert.NotAfter) > renewBefore &&
 			coversSANs(cert, config.AltNames) {
 			return nil

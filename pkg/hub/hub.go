@@ -10,7 +10,9 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strconv"
+	"time"
 
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
@@ -26,6 +28,7 @@ import (
 	"github.com/flotilla/flotilla/pkg/leader"
 	"github.com/flotilla/flotilla/pkg/metrics"
 	"github.com/flotilla/flotilla/pkg/names"
+	"github.com/flotilla/flotilla/pkg/node/launch"
 )
 
 // Options configure a hub.
@@ -236,26 +239,55 @@ func ensureNamespaces(ctx context.Context, client kubernetes.Interface, namespac
 
 // ControlPlaneOnly runs just the embedded control plane until ctx ends: a local
 // downstream cluster for trying Flotilla on one machine, and for tests.
-func ControlPlaneOnly(ctx context.Context, cfg controlplane.Config, simulateWorkloads bool, announce func(*controlplane.ControlPlane)) error {
+func ControlPlaneOnly(ctx context.Context, cfg controlplane.Config, opts ControlPlaneOptions, announce func(*controlplane.ControlPlane)) error {
 	cp, err := controlplane.Start(ctx, cfg)
 	if err != nil {
 		return err
 	}
-	if simulateWorkloads {
-		restConfig, err := kubeconfig.Load(cp.AdminKubeconfig)
-		if err != nil {
-			return err
-		}
-		client, err := kubernetes.NewForConfig(restConfig)
-		if err != nil {
-			return err
-		}
+	client, err := kubernetes.NewForConfig(cp.RESTConfig)
+	if err != nil {
+		return err
+	}
+	if opts.SimulateWorkloads {
 		go controlplane.SimulateWorkloads(ctx, client)
+	}
+	var nodeProc *launch.Process
+	if cfg.Node != nil {
+		nodeCfg := launch.Options{
+			DataDir:        filepath.Join(cfg.DataDir, "node"),
+			CredentialsDir: controlplane.NodeCredentialsDir(cfg.DataDir),
+			Name:           cfg.Node.Name,
+			IP:             cfg.Node.IP,
+			Images:         opts.NodeImages,
+		}
+		if nodeProc, err = launch.Start(ctx, nodeCfg); err != nil {
+			return err
+		}
+		logrus.WithFields(logrus.Fields{"node": cfg.Node.Name, "log": nodeProc.Log}).Info("Starting the node")
+		if err := nodeProc.WaitReady(ctx, client, cfg.Node.Name, 3*time.Minute); err != nil {
+			return err
+		}
+		logrus.WithField("node", cfg.Node.Name).Info("Node is Ready")
 	}
 	if announce != nil {
 		announce(cp)
 	}
-	return cp.Wait()
+	cpErr := cp.Wait()
+	if nodeProc != nil {
+		// The node stops with ctx; a node that stopped by itself stops the control plane.
+		if err := nodeProc.Wait(); err != nil && cpErr == nil {
+			return err
+		}
+	}
+	return cpErr
+}
+
+// ControlPlaneOptions are what "hub controlplane" runs beside the control plane.
+type ControlPlaneOptions struct {
+	// SimulateWorkloads reports Deployments rolled out without running anything.
+	SimulateWorkloads bool
+	// NodeImages are the image tarballs a node (controlplane.Config.Node) loads.
+	NodeImages []string
 }
 
 // DefaultBindAddress is where the embedded API server listens unless told otherwise:

@@ -1,0 +1,182 @@
+// Package pods runs the journeys with real Pods: downstream clusters are control
+// planes with a node (hub controlplane --node: containerd, kubelet, kube-proxy,
+// scheduler) that runs the agent, the hub and Bundles' workloads from the images
+// make images builds. Where this machine cannot run a node, each test skips with one
+// line saying why. One node runs on a machine at a time, so no test here is parallel.
+package pods
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/flotilla/flotilla/integrationtests/framework"
+)
+
+func TestJourneyJ1WithAnAgentPod(t *testing.T) {
+	ds := framework.StartNodeCluster(t, "downstream")
+	hub := framework.StartHubForPods(t)
+	out := framework.RunJourney(t, "integrationtests/journeys/j1.sh", "HUB="+hub.Kubeconfig, "DS="+ds.Kubeconfig, "AGENT=")
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "helm install to Ready") || strings.HasPrefix(line, "J1 passed") {
+			t.Log(line)
+		}
+	}
+	t.Logf("agent Pod memory (working set): %s", podMemory(t, ds, "cattle-fleet-system", "app=fleet-agent"))
+}
+
+// podMemory is the working set of the Pods matching selector, as the kubelet's
+// summary API reports it through the API server.
+func podMemory(t *testing.T, c *framework.Cluster, namespace, selector string) string {
+	t.Helper()
+	pods := strings.Fields(c.MustKubectl("", "-n", namespace, "get", "pods", "-l", selector, "-o", "jsonpath={.items[*].metadata.name}"))
+	node := c.MustKubectl("", "get", "nodes", "-o", "jsonpath={.items[0].metadata.name}")
+	var found []string
+	framework.Eventually(t, "memory of "+strings.Join(pods, ", "), 2*time.Minute, func(ctx context.Context) error {
+		raw, err := c.Kubectl("", "get", "--raw", "/api/v1/nodes/"+node+"/proxy/stats/summary")
+		if err != nil {
+			return err
+		}
+		var summary struct {
+			Pods []struct {
+				PodRef struct{ Name, Namespace string }
+				Containers []struct {
+					Memory *struct {
+						WorkingSetBytes *uint64
+					}
+				}
+			}
+		}
+		if err := json.Unmarshal([]byte(raw), &summary); err != nil {
+			return err
+		}
+		found = found[:0]
+		for _, p := range summary.Pods {
+			for _, name := range pods {
+				if p.PodRef.Namespace != namespace || p.PodRef.Name != name {
+					continue
+				}
+				// Pod-level figures read 0 on cgroup v1 machines here; the containers' add up.
+				var bytes uint64
+				for _, c := range p.Containers {
+					if c.Memory == nil || c.Memory.WorkingSetBytes == nil {
+						return fmt.Errorf("no memory figure yet for %s", name)
+					}
+					bytes += *c.Memory.WorkingSetBytes
+				}
+				found = append(found, fmt.Sprintf("%s %.1f MiB", name, float64(bytes)/(1<<20)))
+			}
+		}
+		if len(found) < len(pods) {
+			return fmt.Errorf("the summary has %d of %d Pods", len(found), len(pods))
+		}
+		return nil
+	})
+	return strings.Join(found, ", ")
+}
+
+// registerAgentPod registers ds with hub the J1 way, labelled env=dev: helm install
+// of the fleet-agent chart with a token's values; the agent runs as a Pod.
+func registerAgentPod(t *testing.T, hub *framework.Hub, ds *framework.Cluster) string {
+	t.Helper()
+	values := hub.CreateToken("clusters", "pods", "")
+	framework.InstallAgent(t, ds, values, "--set-string", "labels.env=dev")
+	var name string
+	framework.Eventually(t, "a Ready Cluster", 3*time.Minute, func(ctx context.Context) error {
+		out, err := hub.Kubectl("", "-n", "clusters", "get", "clusters.fleet.cattle.io", "-o",
+			`jsonpath={range .items[*]}{.metadata.name} {.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}`)
+		if err != nil {
+			return err
+		}
+		fields := strings.Fields(out)
+		if len(fields) != 2 || fields[1] != "True" {
+			return fmt.Errorf("clusters: %q", out)
+		}
+		name = fields[0]
+		return nil
+	})
+	return name
+}
+
+func TestJourneyJ6ARealDeploymentRollsOut(t *testing.T) {
+	ds := framework.StartNodeCluster(t, "dev")
+	hub := framework.StartHubForPods(t)
+	registerAgentPod(t, hub, ds)
+
+	bundle := func(image string) string {
+		return `apiVersion: fleet.cattle.io/v1alpha1
+kind: Bundle
+metadata:
+  name: hello
+  namespace: clusters
+spec:
+  defaultNamespace: hello
+  resources:
+  - name: hello.yaml
+    content: |
+      apiVersion: apps/v1
+      kind: Deployment
+      metadata:
+        name: hello
+      spec:
+        replicas: 2
+        selector:
+          matchLabels: {app: hello}
+        template:
+          metadata:
+            labels: {app: hello}
+          spec:
+            containers:
+            - name: hello
+              image: ` + image + `
+              imagePullPolicy: IfNotPresent
+              securityContext: {runAsNonRoot: true, readOnlyRootFilesystem: true, allowPrivilegeEscalation: false}
+  targets:
+  - clusterSelector:
+      matchLabels: {env: dev}
+`
+	}
+	bundleState := func() string {
+		out, _ := hub.Kubectl("", "-n", "clusters", "get", "bundles.fleet.cattle.io", "hello", "-o",
+			`jsonpath={.status.display.readyClusters} {.status.display.state} {.status.conditions[?(@.type=="Ready")].status} {.status.conditions[?(@.type=="Ready")].message}`)
+		return out
+	}
+
+	// An image the node does not have: the kubelet cannot start it and nothing can
+	// pull it, so the Bundle must not turn Ready.
+	hub.MustKubectl(bundle("flotilla/not-loaded:1.0"), "apply", "-f", "-")
+	framework.Eventually(t, "the Deployment created downstream", 2*time.Minute, func(ctx context.Context) error {
+		_, err := ds.Kubectl("", "-n", "hello", "get", "deployment", "hello")
+		return err
+	})
+	framework.Eventually(t, "the downstream Pods failing to get their image", 2*time.Minute, func(ctx context.Context) error {
+		out, err := ds.Kubectl("", "-n", "hello", "get", "pods", "-o", "jsonpath={.items[*].status.containerStatuses[*].state.waiting.reason}")
+		if err != nil || !strings.Contains(out, "Err") && !strings.Contains(out, "BackOff") {
+			return fmt.Errorf("container states %q (%v)", out, err)
+		}
+		return nil
+	})
+	time.Sleep(5 * time.Second) // a status report or two from the agent
+	if state := bundleState(); strings.HasPrefix(state, "1/1") {
+		t.Fatalf("the Bundle is ready with no Pod running: %s", state)
+	} else {
+		t.Logf("Bundle with an image the node lacks: %s", state)
+	}
+
+	// The image the node has: the kubelet runs the Pods and reports them ready.
+	applied := time.Now()
+	hub.MustKubectl(bundle("flotilla/pause:"+framework.ImageTag(t)), "apply", "-f", "-")
+	if out, err := hub.Kubectl("", "-n", "clusters", "wait", "--for=condition=Ready", "bundles.fleet.cattle.io/hello", "--timeout=180s"); err != nil {
+		t.Fatalf("the Bundle did not turn Ready: %v\n%s\nstate: %s\ndownstream:\n%s", err, out, bundleState(),
+			ds.MustKubectl("", "-n", "hello", "get", "pods", "-o", "wide"))
+	}
+	t.Logf("kubectl apply to Bundle Ready with 2 running Pods: %s", time.Since(applied).Round(100*time.Millisecond))
+	ready := ds.MustKubectl("", "-n", "hello", "get", "deployment", "hello", "-o", "jsonpath={.status.readyReplicas}/{.status.replicas}")
+	if ready != "2/2" {
+		t.Fatalf("Bundle Ready while the Deployment has %s ready replicas", ready)
+	}
+	t.Logf("downstream:\n%s", ds.MustKubectl("", "-n", "hello", "get", "pods", "-o", "wide"))
+}

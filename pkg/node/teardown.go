@@ -1,0 +1,126 @@
+package node
+
+import (
+	"bufio"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+	remote "k8s.io/cri-client/pkg"
+)
+
+// stopPods stops and removes every Pod sandbox in containerd: the kubelet, stopped
+// first, leaves its containers running, and stopping a sandbox also releases its
+// network (the CNI DEL that returns its address and removes its rules).
+func stopPods(ctx context.Context, p paths) {
+	if _, err := os.Stat(p.socketPath()); err != nil {
+		return
+	}
+	runtime, err := remote.NewRemoteRuntimeServiceBuilder().WithEndpoint(p.endpoint()).WithConnectionTimeout(10 * time.Second).Build(ctx)
+	if err != nil {
+		logrus.WithError(err).Warn("Connecting to containerd to stop the Pods")
+		return
+	}
+	defer func() { _ = runtime.Close(ctx) }()
+	sandboxes, err := runtime.ListPodSandbox(ctx, nil)
+	if err != nil {
+		logrus.WithError(err).Warn("Listing the Pods to stop")
+		return
+	}
+	for _, sandbox := range sandboxes {
+		log := logrus.WithField("pod", sandbox.GetMetadata().GetNamespace()+"/"+sandbox.GetMetadata().GetName())
+		if err := runtime.StopPodSandbox(ctx, sandbox.Id); err != nil {
+			log.WithError(err).Warn("Stopping a Pod")
+		}
+		if err := runtime.RemovePodSandbox(ctx, sandbox.Id); err != nil {
+			log.WithError(err).Warn("Removing a Pod")
+		}
+	}
+}
+
+// cleanUpMachine removes what a node changed outside its data directory, and the
+// mounts inside it: kube-proxy's iptables chains, the Pod bridge, and the volume and
+// container mounts the kubelet and containerd left. It is safe to run when there is
+// nothing to clean.
+func cleanUpMachine(ctx context.Context, p paths, bridge string) {
+	if self, err := os.Executable(); err == nil {
+		// kube-proxy's own clean-up of the chains it creates.
+		if out, err := exec.CommandContext(ctx, self, ProxyCommand, "--cleanup", "--v=0").CombinedOutput(); err != nil {
+			logrus.WithError(err).WithField("output", strings.TrimSpace(string(out))).Debug("kube-proxy --cleanup")
+		}
+	}
+	removeKubeletChains(ctx)
+	if link, err := netlink.LinkByName(bridge); err == nil {
+		if err := netlink.LinkDel(link); err != nil {
+			logrus.WithError(err).WithField("bridge", bridge).Warn("Removing the Pod bridge")
+		}
+	}
+	for _, mount := range mountsUnder(p.dataDir) {
+		if err := unix.Unmount(mount, unix.MNT_DETACH); err != nil {
+			logrus.WithError(err).WithField("mount", mount).Warn("Unmounting")
+		}
+	}
+	if p.socketPath() != filepath.Join(p.containerdState(), "containerd.sock") {
+		_ = os.RemoveAll(filepath.Dir(p.socketPath()))
+	}
+}
+
+// kubeletChains are the iptables chains the kubelet creates (and kube-proxy's
+// --cleanup leaves): where they are, and the rules that jump to them.
+var kubeletChains = []struct {
+	table, chain string
+	jumpsFrom    []string
+}{
+	{"filter", "KUBE-FIREWALL", []string{"INPUT", "OUTPUT"}},
+	{"filter", "KUBE-KUBELET-CANARY", nil},
+	{"nat", "KUBE-KUBELET-CANARY", nil},
+	{"mangle", "KUBE-KUBELET-CANARY", nil},
+	{"mangle", "KUBE-IPTABLES-HINT", nil},
+}
+
+// removeKubeletChains removes the kubelet's chains, for IPv4 and IPv6. Chains that
+// are not there are no error.
+func removeKubeletChains(ctx context.Context) {
+	for _, program := range []string{"iptables", "ip6tables"} {
+		for _, c := range kubeletChains {
+			run := func(args ...string) {
+				_ = exec.CommandContext(ctx, program, append([]string{"-w", "-t", c.table}, args...)...).Run()
+			}
+			for _, from := range c.jumpsFrom {
+				run("-D", from, "-j", c.chain)
+			}
+			run("-F", c.chain)
+			run("-X", c.chain)
+		}
+	}
+}
+
+// mountsUnder lists the mount points under dir, deepest first.
+func mountsUnder(dir string) []string {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	var mounts []string
+	scanner := bufio.NewScanner(f)
+	for scanner.Scan() {
+		fields := strings.Fields(scanner.Text())
+		if len(fields) < 5 {
+			continue
+		}
+		// Octal escapes (\040 for a space) are left: such paths are not the node's.
+		if point := fields[4]; point == dir || strings.HasPrefix(point, dir+"/") {
+			mounts = append(mounts, point)
+		}
+	}
+	sort.Slice(mounts, func(i, j int) bool { return len(mounts[i]) > len(mounts[j]) })
+	return mounts
+}
