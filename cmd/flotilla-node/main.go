@@ -62,7 +62,7 @@ func newRootCommand() *cobra.Command {
 		SilenceErrors: true,
 		Version:       version.Version,
 	}
-	root.AddCommand(newRunCommand(), newCheckCommand())
+	root.AddCommand(newRunCommand(), newCheckCommand(), newLoadCommand())
 	return root
 }
 
@@ -93,4 +93,18 @@ func newCheckCommand() *cobra.Command {
 			return nil
 		},
 	}
+}
+
+func newLoadCommand() *cobra.Command {
+	var dataDir string
+	cmd := &cobra.Command{
+		Use:   "load TARBALL|DIR...",
+		Short: "Load image tarballs (docker-archive, as make images writes them) into a running node",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return node.LoadImages(signals.Context(), dataDir, args)
+		},
+	}
+	cmd.Flags().StringVar(&dataDir, "data-dir", "", "the running node's --data-dir (hub controlplane --node: <data-dir>/node) (required)")
+	return cmd
 }

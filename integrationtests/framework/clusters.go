@@ -105,12 +105,13 @@ func (h *Hub) WaitReady() {
 }
 
 // Restart stops the hub with SIGTERM and starts it again on the same data directory
-// and port.
-func (h *Hub) Restart() {
+// and port, with extra arguments added to its command line.
+func (h *Hub) Restart(extraArgs ...string) {
 	h.t.Helper()
 	if err := h.Process.Stop(); err != nil {
 		h.t.Fatalf("stopping the hub: %v\n%s", err, Tail(h.Process.logPath, 40))
 	}
+	h.Process.AddArgs(extraArgs...)
 	h.Process.Restart()
 	h.WaitReady()
 }

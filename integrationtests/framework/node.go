@@ -118,3 +118,25 @@ func ImageTag(t testing.TB) string {
 	}
 	return strings.TrimSpace(string(out))
 }
+
+// BuildImages writes the image tarballs make images writes, tagged tag, into a
+// fresh directory and returns it.
+func BuildImages(t testing.TB, tag string) string {
+	t.Helper()
+	dir := ShortTempDir(t, "flt-images-")
+	out, err := exec.Command("make", "-C", RepoRoot(t), "--no-print-directory", "image-tarballs", "IMAGES_DIR="+dir, "IMAGE_TAG="+tag, "BIN="+BinDir(t)).CombinedOutput()
+	if err != nil {
+		t.Fatalf("make image-tarballs IMAGE_TAG=%s: %v\n%s", tag, err, out)
+	}
+	return dir
+}
+
+// LoadImages loads image tarballs into the node of a cluster StartNodeCluster
+// started (flotilla-node load).
+func (c *Cluster) LoadImages(sources ...string) {
+	c.t.Helper()
+	args := append([]string{"load", "--data-dir", filepath.Join(c.DataDir, "node")}, sources...)
+	if out, err := exec.Command(filepath.Join(BinDir(c.t), launch.Program), args...).CombinedOutput(); err != nil {
+		c.t.Fatalf("flotilla-node load: %v\n%s", err, out)
+	}
+}

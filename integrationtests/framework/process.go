@@ -124,6 +124,9 @@ func (p *Process) Kill() {
 	<-p.exited
 }
 
+// AddArgs adds arguments for the next Restart (a later flag wins over an earlier one).
+func (p *Process) AddArgs(args ...string) { p.args = append(p.args, args...) }
+
 // Restart starts the process again with the same arguments.
 func (p *Process) Restart() {
 	p.t.Helper()

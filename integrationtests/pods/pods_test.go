@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -42,7 +43,7 @@ func podMemory(t *testing.T, c *framework.Cluster, namespace, selector string) s
 		}
 		var summary struct {
 			Pods []struct {
-				PodRef struct{ Name, Namespace string }
+				PodRef     struct{ Name, Namespace string }
 				Containers []struct {
 					Memory *struct {
 						WorkingSetBytes *uint64
@@ -179,4 +180,73 @@ spec:
 		t.Fatalf("Bundle Ready while the Deployment has %s ready replicas", ready)
 	}
 	t.Logf("downstream:\n%s", ds.MustKubectl("", "-n", "hello", "get", "pods", "-o", "wide"))
+}
+
+// The hub is upgraded to deploy a new agent image: every agent upgrades itself
+// through its agent bundle, its Pod is replaced, and the new Pod carries on as the
+// same cluster.
+func TestTheAgentUpgradesItselfToANewImage(t *testing.T) {
+	ds := framework.StartNodeCluster(t, "downstream")
+	hub := framework.StartHubForPods(t)
+	name := registerAgentPod(t, hub, ds)
+	agentPod := func() (pod, image, phase string) {
+		out, _ := ds.Kubectl("", "-n", "cattle-fleet-system", "get", "pods", "-l", "app=fleet-agent", "-o",
+			`jsonpath={range .items[*]}{.metadata.name} {.spec.containers[0].image} {.status.phase}{"\n"}{end}`)
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		if f := strings.Fields(lines[0]); len(lines) == 1 && len(f) == 3 {
+			return f[0], f[1], f[2]
+		}
+		return "", "", out
+	}
+	oldPod, oldImage, _ := agentPod()
+	identity := ds.MustKubectl("", "-n", "cattle-fleet-system", "get", "secret", "fleet-agent", "-o", "jsonpath={.data.clusterName}")
+
+	const newTag = "0.0.0-upgrade-test"
+	ds.LoadImages(filepath.Join(framework.BuildImages(t, newTag), "agent.tar"))
+	newImage := "flotilla/agent:" + newTag
+	upgraded := time.Now()
+	hub.Restart("--agent-image-tag=" + newTag)
+
+	framework.Eventually(t, "a new agent Pod running "+newImage, 3*time.Minute, func(ctx context.Context) error {
+		pod, image, phase := agentPod()
+		if pod == oldPod || image != newImage || phase != "Running" {
+			return fmt.Errorf("agent Pods: %s %s %s", pod, image, phase)
+		}
+		return nil
+	})
+	newPod, _, _ := agentPod()
+	framework.Eventually(t, "the agent bundle Ready at the new image", 3*time.Minute, func(ctx context.Context) error {
+		out, err := hub.Kubectl("", "-n", "clusters", "get", "bundles.fleet.cattle.io", "fleet-agent-"+name, "-o",
+			`jsonpath={.status.conditions[?(@.type=="Ready")].status} {.spec.helm.values.image.tag}`)
+		if err != nil || out != "True "+newTag {
+			return fmt.Errorf("agent bundle: %q (%v)", out, err)
+		}
+		return nil
+	})
+	t.Logf("hub restarted with a new agent image to the agent bundle Ready: %s (Pod %s %s replaced by %s %s)",
+		time.Since(upgraded).Round(100*time.Millisecond), oldPod, oldImage, newPod, newImage)
+
+	// The same cluster: one Cluster, the identity kept, checking in from the new Pod.
+	if after := ds.MustKubectl("", "-n", "cattle-fleet-system", "get", "secret", "fleet-agent", "-o", "jsonpath={.data.clusterName}"); after != identity {
+		t.Errorf("the agent's identity changed from %s to %s", identity, after)
+	}
+	// The heartbeat Lease in the cluster's namespace, renewed by the new Pod.
+	since := time.Now()
+	namespace := hub.MustKubectl("", "-n", "clusters", "get", "clusters.fleet.cattle.io", name, "-o", "jsonpath={.status.namespace}")
+	framework.Eventually(t, "a heartbeat from the new agent", 2*time.Minute, func(ctx context.Context) error {
+		out, err := hub.Kubectl("", "-n", namespace, "get", "lease", "fleet-agent", "-o", "jsonpath={.spec.renewTime}")
+		if err != nil {
+			return err
+		}
+		if renewed, err := time.Parse(time.RFC3339Nano, out); err != nil || !renewed.After(since) {
+			return fmt.Errorf("Lease renewed at %q, not after %s", out, since.Format(time.RFC3339Nano))
+		}
+		return nil
+	})
+	if clusters := strings.TrimSpace(hub.MustKubectl("", "-n", "clusters", "get", "clusters.fleet.cattle.io", "-o", "name")); clusters != "cluster.fleet.cattle.io/"+name {
+		t.Errorf("Clusters after the upgrade: %s", clusters)
+	}
+	if releases := ds.MustKubectl("", "get", "secrets", "-A", "-l", "owner=helm,name=fleet-agent", "-o", "jsonpath={.items[*].metadata.labels.status}"); strings.Count(releases, "deployed") != 1 || strings.Contains(releases, "pending") {
+		t.Errorf("fleet-agent release revisions: %s", releases)
+	}
 }

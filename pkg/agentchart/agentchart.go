@@ -36,6 +36,10 @@ type Hub struct {
 	// MaxBundleSize is the hub's --max-bundle-size: agents decode Contents, and
 	// expand chart archives, within the same limit.
 	MaxBundleSize int64
+	// ImageRepository and ImageTag, when set, replace the chart's agent image
+	// (flotilla/agent at the chart's appVersion): changing them upgrades every agent
+	// through its agent bundle.
+	ImageRepository, ImageTag string
 }
 
 // settings are the parts of a Cluster's spec that shape its agent's Deployment.
@@ -89,6 +93,9 @@ func Values(cluster *fleet.Cluster, reg *registration.Values, hub Hub) (map[stri
 	if hub.MaxBundleSize > 0 {
 		v["maxBundleSize"] = hub.MaxBundleSize
 	}
+	if image := imageValues(hub); len(image) > 0 {
+		v["image"] = image
+	}
 	for key, value := range map[string]interface{}{"env": s.EnvVars, "tolerations": s.Tolerations, "affinity": s.Affinity, "resources": s.Resources} {
 		if value != nil {
 			v[key] = value
@@ -109,4 +116,16 @@ func Values(cluster *fleet.Cluster, reg *registration.Values, hub Hub) (map[stri
 	}
 	out := map[string]interface{}{}
 	return out, yaml.Unmarshal(data, &out)
+}
+
+// imageValues are the chart's image values the hub sets.
+func imageValues(hub Hub) map[string]string {
+	image := map[string]string{}
+	if hub.ImageRepository != "" {
+		image["repository"] = hub.ImageRepository
+	}
+	if hub.ImageTag != "" {
+		image["tag"] = hub.ImageTag
+	}
+	return image
 }

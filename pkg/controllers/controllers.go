@@ -75,6 +75,8 @@ type Settings struct {
 	RequestRetention time.Duration
 	// MaxBundleSize bounds what a Bundle's resources decode to.
 	MaxBundleSize int64
+	// AgentImageRepository and AgentImageTag replace the agent chart's image when set.
+	AgentImageRepository, AgentImageTag string
 	// ImportAddresses decides which addresses the hub may connect to for an
 	// imported cluster (--import-allowed-networks, and the hub's own endpoints).
 	ImportAddresses kubeconfig.AddressPolicy
@@ -195,7 +197,7 @@ func (m *Manager) Start(ctx context.Context) error {
 	})
 	bundle.RegisterContents(ctx, fleet.Content(), fleet.BundleDeployment(), fleet.Bundle().Cache())
 	clustergroup.Register(ctx, fleet.ClusterGroup(), fleet.Cluster(), fleet.BundleDeployment().Cache())
-	agentHub := agentchart.Hub{MaxBundleSize: m.settings.MaxBundleSize}
+	agentHub := agentchart.Hub{MaxBundleSize: m.settings.MaxBundleSize, ImageRepository: m.settings.AgentImageRepository, ImageTag: m.settings.AgentImageTag}
 	if err := agentbundle.Register(ctx, agentHub, fleet.Cluster(), fleet.Bundle(), fleet.Content()); err != nil {
 		return err
 	}

@@ -41,6 +41,10 @@ func (c *ControlPlane) apiServerFlags(etcdURL string) []string {
 		"--enable-priority-and-fairness=true",
 		// Events are kept an hour, as on a default cluster.
 		"--event-ttl=1h",
+		// On SIGTERM, close the watches of clients elsewhere (agents in Pods) within
+		// a few seconds: otherwise the server waits up to a minute for them, past the
+		// 30 seconds a Pod or systemd grants before killing it.
+		"--shutdown-watch-termination-grace-period=5s",
 	}
 	if c.cfg.Node != nil {
 		flags = replaceFlags(flags, c.nodeAPIServerFlags())

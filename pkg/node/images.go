@@ -117,3 +117,30 @@ func importImage(ctx context.Context, p paths, file string) error {
 	}
 	return nil
 }
+
+// LoadImages loads image tarballs, or directories of them, into the containerd of the
+// node running with dataDir, for Pods to run without pulling.
+func LoadImages(ctx context.Context, dataDir string, sources []string) error {
+	if dataDir == "" {
+		return errors.New("--data-dir is required")
+	}
+	dataDir, err := filepath.Abs(dataDir)
+	if err != nil {
+		return err
+	}
+	p := paths{dataDir: dataDir}
+	if _, err := os.Stat(p.socketPath()); err != nil {
+		return fmt.Errorf("no node runs with data directory %s (no containerd socket %s)", dataDir, p.socketPath())
+	}
+	images, err := imageTarballs(sources)
+	if err != nil {
+		return err
+	}
+	for _, image := range images {
+		if err := importImage(ctx, p, image.file); err != nil {
+			return err
+		}
+		fmt.Printf("loaded %s from %s\n", strings.Join(image.tags, ", "), image.file)
+	}
+	return nil
+}

@@ -85,6 +85,51 @@ type Deployer struct {
 	ledger *ledger
 	// ops keeps Helm operations from being cut short: a stopping agent waits for them.
 	ops operations
+	// rechecks are when each BundleDeployment is looked at again (nextRecheck).
+	rechecks map[string]recheck
+}
+
+// recheck is when a BundleDeployment's objects are looked at again: notReadyFor is
+// the last wait while they were not ready at deploymentID, zero once they were.
+type recheck struct {
+	deploymentID string
+	notReadyFor  time.Duration
+}
+
+// firstRecheck is the first wait before objects that were not ready are looked at
+// again; it doubles up to the monitor interval.
+const firstRecheck = time.Second
+
+// nextRecheck decides when to look again at objects deployed at deploymentID: at the
+// monitor interval once they are ready; while they are not (a rollout under way, a
+// Pod that cannot start), after a second, then twice as long each time up to the
+// monitor interval, so that a rollout's end is reported within about as long as it
+// took rather than a monitor interval later. A new deployment starts again at a second.
+func nextRecheck(prev recheck, deploymentID string, ready bool, monitor time.Duration) (recheck, time.Duration) {
+	if ready {
+		return recheck{deploymentID: deploymentID}, monitor
+	}
+	after := firstRecheck
+	if prev.deploymentID == deploymentID && prev.notReadyFor > 0 {
+		after = 2 * prev.notReadyFor
+	}
+	if after > monitor {
+		after = monitor
+	}
+	return recheck{deploymentID: deploymentID, notReadyFor: after}, after
+}
+
+// scheduleRecheck enqueues bd again when nextRecheck says.
+func (d *Deployer) scheduleRecheck(bd *fleet.BundleDeployment, status *fleet.BundleDeploymentStatus) {
+	key := bd.Namespace + "/" + bd.Name
+	d.mu.Lock()
+	if d.rechecks == nil {
+		d.rechecks = map[string]recheck{}
+	}
+	next, after := nextRecheck(d.rechecks[key], status.AppliedDeploymentID, status.Ready, d.MonitorInterval)
+	d.rechecks[key] = next
+	d.mu.Unlock()
+	d.Deployments.EnqueueAfter(bd.Namespace, bd.Name, after)
 }
 
 // operations counts Helm operations under way; once stopping, no new one starts.
@@ -135,6 +180,7 @@ func (d *Deployer) Register(ctx context.Context) {
 		d.MonitorInterval = DefaultMonitorInterval
 	}
 	d.configs = map[string]access{}
+	d.rechecks = map[string]recheck{}
 	d.ledger = &ledger{kube: d.DownstreamKube, namespace: d.AgentNamespace, legacy: d.legacyReleases}
 	d.Deployments.OnChange(ctx, "deploy", d.onChange)
 }
@@ -146,6 +192,9 @@ func (d *Deployer) Wait() { d.ops.stop() }
 
 func (d *Deployer) onChange(key string, bd *fleet.BundleDeployment) (*fleet.BundleDeployment, error) {
 	if bd == nil {
+		d.mu.Lock()
+		delete(d.rechecks, key)
+		d.mu.Unlock()
 		_, name, _ := strings.Cut(key, "/")
 		return nil, d.uninstall(name)
 	}
@@ -223,7 +272,7 @@ func (d *Deployer) onChange(key string, bd *fleet.BundleDeployment) (*fleet.Bund
 	return bd, err
 }
 
-// report writes status if it changed, and looks at bd again after the monitor interval.
+// report writes status if it changed, and looks at bd again later (nextRecheck).
 func (d *Deployer) report(bd *fleet.BundleDeployment, status *fleet.BundleDeploymentStatus) (*fleet.BundleDeployment, error) {
 	display(bd, status)
 	if !equality.Semantic.DeepEqual(*status, bd.Status) {
@@ -237,7 +286,7 @@ func (d *Deployer) report(bd *fleet.BundleDeployment, status *fleet.BundleDeploy
 		bd = written
 		d.wakeDependents(bd, before)
 	}
-	d.Deployments.EnqueueAfter(bd.Namespace, bd.Name, d.MonitorInterval)
+	d.scheduleRecheck(bd, status)
 	return bd, nil
 }
 

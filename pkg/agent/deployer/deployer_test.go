@@ -209,3 +209,31 @@ func TestDropFailedAttempt(t *testing.T) {
 		})
 	}
 }
+
+func TestNextRecheck(t *testing.T) {
+	const monitor = 30 * time.Second
+	for _, tc := range []struct {
+		name      string
+		prev      recheck
+		id        string
+		ready     bool
+		wantAfter time.Duration
+	}{
+		{"ready: the monitor interval", recheck{deploymentID: "a", notReadyFor: 4 * time.Second}, "a", true, monitor},
+		{"not ready for the first time", recheck{deploymentID: "a"}, "a", false, time.Second},
+		{"still not ready: twice as long", recheck{deploymentID: "a", notReadyFor: 4 * time.Second}, "a", false, 8 * time.Second},
+		{"never longer than the monitor interval", recheck{deploymentID: "a", notReadyFor: 20 * time.Second}, "a", false, monitor},
+		{"a new deployment starts again", recheck{deploymentID: "a", notReadyFor: 16 * time.Second}, "b", false, time.Second},
+		{"nothing known yet", recheck{}, "a", false, time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			next, after := nextRecheck(tc.prev, tc.id, tc.ready, monitor)
+			if after != tc.wantAfter {
+				t.Errorf("after = %s, want %s", after, tc.wantAfter)
+			}
+			if next.deploymentID != tc.id || (tc.ready && next.notReadyFor != 0) || (!tc.ready && next.notReadyFor != after) {
+				t.Errorf("next = %+v", next)
+			}
+		})
+	}
+}
