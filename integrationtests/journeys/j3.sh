@@ -3,8 +3,9 @@
 # (and helm to look at the downstream cluster) exactly as the journey writes it.
 #
 # Needs: HUB and DS (kubeconfig paths of the hub and of a downstream cluster the hub
-# can reach), AGENT (the agent binary, run as the Deployment the hub installs would run
-# it: there is no kubelet), kubectl and helm on PATH.
+# can reach), kubectl and helm on PATH. AGENT is the agent binary where DS has no node:
+# it is run as the Deployment the hub installs would run it. Without AGENT, DS runs
+# Pods and the agent Pod the hub installs runs.
 set -euo pipefail
 
 kubectl --kubeconfig $HUB create namespace clusters
@@ -28,9 +29,11 @@ helm --kubeconfig $DS -n cattle-fleet-system list
 [ "$(helm --kubeconfig $DS -n cattle-fleet-system list -q)" = "fleet-agent" ] || { echo "no fleet-agent release downstream"; exit 1; }
 
 # the agent runs
-"$AGENT" --kubeconfig $DS --namespace cattle-fleet-system >agent.log 2>&1 &
-agent=$!
-trap 'kill $agent 2>/dev/null || true' EXIT
+if [ -n "${AGENT:-}" ]; then
+  "$AGENT" --kubeconfig $DS --namespace cattle-fleet-system >agent.log 2>&1 &
+  agent=$!
+  trap 'kill $agent 2>/dev/null || true' EXIT
+fi
 kubectl --kubeconfig $HUB -n clusters wait --for=condition=Ready clusters.fleet.cattle.io/my-cluster --timeout=120s
 ready=$(date +%s%N)
 echo "kubectl apply to Ready: $(( (ready - applied) / 1000000 )) ms"

@@ -9,7 +9,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -248,5 +250,56 @@ func TestTheAgentUpgradesItselfToANewImage(t *testing.T) {
 	}
 	if releases := ds.MustKubectl("", "get", "secrets", "-A", "-l", "owner=helm,name=fleet-agent", "-o", "jsonpath={.items[*].metadata.labels.status}"); strings.Count(releases, "deployed") != 1 || strings.Contains(releases, "pending") {
 		t.Errorf("fleet-agent release revisions: %s", releases)
+	}
+}
+
+func TestJourneyJ3WithTheAgentPodTheHubInstalls(t *testing.T) {
+	ds := framework.StartNodeCluster(t, "downstream")
+	hub := framework.StartHubForPods(t, framework.AllowLocalImports)
+	out := framework.RunJourney(t, "integrationtests/journeys/j3.sh", "HUB="+hub.Kubeconfig, "DS="+ds.Kubeconfig, "AGENT=")
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "kubectl apply to Ready") || strings.HasPrefix(line, "J3 passed") {
+			t.Log(line)
+		}
+	}
+	t.Logf("downstream:\n%s", ds.MustKubectl("", "-n", "cattle-fleet-system", "get", "pods", "-o", "wide"))
+}
+
+// The hub chart installed with helm on a cluster with a node: the hub runs as a Pod
+// from its image, with the chart's ServiceAccount, and registers the cluster it runs
+// on through an agent Pod (as Fleet's "local" cluster).
+func TestTheHubChartRunsTheHubAsAPod(t *testing.T) {
+	host := framework.StartNodeCluster(t, "hub-host", "--identity-authorizer=false")
+	url := "https://" + net.JoinHostPort(framework.NodeIP(t).String(), strconv.Itoa(host.Port))
+	chart := filepath.Join(framework.RepoRoot(t), "charts", "fleet-like", "hub")
+	installed := time.Now()
+	if out, err := host.Helm("install", "flotilla", chart, "-n", "cattle-fleet-system", "--create-namespace",
+		"--set", "apiServerURL="+url, "--wait", "--timeout", "3m"); err != nil {
+		t.Fatalf("helm install of the hub chart: %v\n%s\n%s", err, out,
+			host.MustKubectl("", "-n", "cattle-fleet-system", "describe", "pods"))
+	}
+	t.Logf("helm install of the hub chart to a Ready hub Pod: %s", time.Since(installed).Round(100*time.Millisecond))
+
+	hub := &framework.Hub{Cluster: *host}
+	values := hub.CreateToken("clusters", "local", "")
+	const agentNamespace = "cattle-fleet-local-system"
+	registered := time.Now()
+	if out, err := host.Helm("install", "fleet-agent", framework.AgentChart(t), "-n", agentNamespace, "--create-namespace",
+		"--values", values, "--set", "agentNamespace="+agentNamespace, "--set-string", "labels.name=local"); err != nil {
+		t.Fatalf("helm install of the agent chart: %v\n%s", err, out)
+	}
+	framework.Eventually(t, "the cluster Ready through the hub Pod", 3*time.Minute, func(ctx context.Context) error {
+		out, err := host.Kubectl("", "-n", "clusters", "get", "clusters.fleet.cattle.io", "-l", "name=local", "-o",
+			`jsonpath={.items[*].status.conditions[?(@.type=="Ready")].status}`)
+		if err != nil || out != "True" {
+			return fmt.Errorf("Ready: %q %v", out, err)
+		}
+		return nil
+	})
+	t.Logf("helm install of the agent to a Ready Cluster: %s", time.Since(registered).Round(100*time.Millisecond))
+	t.Logf("hub Pod memory (working set): %s", podMemory(t, host, "cattle-fleet-system", "app=flotilla-hub"))
+	t.Logf("agent Pod memory (working set): %s", podMemory(t, host, agentNamespace, "app=fleet-agent"))
+	if log := host.MustKubectl("", "-n", "cattle-fleet-system", "logs", "deployment/flotilla-hub"); strings.Contains(log, "forbidden") {
+		t.Errorf("the hub Pod was refused something its RBAC should allow:\n%s", log)
 	}
 }
