@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/flotilla/flotilla/pkg/agent"
+	"github.com/flotilla/flotilla/pkg/health"
 	"github.com/flotilla/flotilla/pkg/kubeconfig"
 	"github.com/flotilla/flotilla/pkg/metrics"
 	"github.com/flotilla/flotilla/pkg/names"
@@ -32,8 +33,8 @@ func main() {
 
 func newRootCommand() *cobra.Command {
 	var (
-		kubeconfigPath, namespace, metricsAddr string
-		debug                                  bool
+		kubeconfigPath, namespace, metricsAddr, healthAddr string
+		debug                                              bool
 	)
 	cmd := &cobra.Command{
 		Use:   "agent",
@@ -64,12 +65,17 @@ In a Pod it uses the in-cluster configuration; elsewhere pass --kubeconfig.`,
 			if err := metrics.Serve(ctx, metricsAddr, false); err != nil {
 				return fmt.Errorf("--metrics-bind-address: %w", err)
 			}
-			return agent.Run(ctx, agent.Config{Downstream: client, DownstreamConfig: cfg, Namespace: namespace, Version: version.Version})
+			var probes health.Server
+			if err := probes.Serve(ctx, healthAddr); err != nil {
+				return err
+			}
+			return agent.Run(ctx, agent.Config{Downstream: client, DownstreamConfig: cfg, Namespace: namespace, Version: version.Version, Ready: probes.SetReady})
 		},
 	}
 	cmd.Flags().StringVar(&kubeconfigPath, "kubeconfig", "", "kubeconfig of the downstream cluster (default: in-cluster)")
 	cmd.Flags().StringVar(&namespace, "namespace", names.SystemNamespace, "downstream namespace of the agent's Secrets and ConfigMap")
 	cmd.Flags().BoolVar(&debug, "debug", false, "log at debug level")
 	cmd.Flags().StringVar(&metricsAddr, "metrics-bind-address", "0", "address of the Prometheus /metrics endpoint, e.g. :8080; 0 turns it off")
+	cmd.Flags().StringVar(&healthAddr, "health-probe-bind-address", "0", "address of /healthz (alive) and /readyz (running with the cluster's identity), e.g. :8081 as the chart sets it; 0 turns them off")
 	return cmd
 }

@@ -29,6 +29,10 @@ func TestJourneyJ1WithAnAgentPod(t *testing.T) {
 		}
 	}
 	t.Logf("agent Pod memory (working set): %s", podMemory(t, ds, "cattle-fleet-system", "app=fleet-agent"))
+	// The agent bundle took the release over without replacing the Pod that registered.
+	if rs := strings.Fields(ds.MustKubectl("", "-n", "cattle-fleet-system", "get", "replicasets", "-l", "app=fleet-agent", "-o", "name")); len(rs) != 1 {
+		t.Errorf("the agent's Pod was replaced after it registered: ReplicaSets %v", rs)
+	}
 }
 
 // podMemory is the working set of the Pods matching selector, as the kubelet's
@@ -162,7 +166,13 @@ spec:
 		}
 		return nil
 	})
-	time.Sleep(5 * time.Second) // a status report or two from the agent
+	// The Bundle says why, in the kubelet's words, and is not Ready.
+	framework.Eventually(t, "the Bundle to tell the image problem", 2*time.Minute, func(ctx context.Context) error {
+		if state := bundleState(); !strings.Contains(state, "not-loaded") || !strings.Contains(state, "Pull") {
+			return fmt.Errorf("Bundle: %s", state)
+		}
+		return nil
+	})
 	if state := bundleState(); strings.HasPrefix(state, "1/1") {
 		t.Fatalf("the Bundle is ready with no Pod running: %s", state)
 	} else {

@@ -34,6 +34,15 @@ type Config struct {
 	DownstreamConfig *rest.Config
 	Namespace        string
 	Version          string
+	// Ready, when set, is told whether the agent runs with its identity: deploying
+	// its cluster's Bundles and checking in. It is what the agent's /readyz answers.
+	Ready func(bool)
+}
+
+func (c Config) setReady(ready bool) {
+	if c.Ready != nil {
+		c.Ready(ready)
+	}
 }
 
 // Run runs the agent until ctx ends. A new bootstrap Secret (the chart installed or
@@ -227,6 +236,8 @@ func runSession(ctx context.Context, cfg Config, d registration.Downstream, cred
 	}
 	// However the session ends, Helm operations under way finish first.
 	defer deployments.Wait()
+	cfg.setReady(true)
+	defer cfg.setReady(false)
 
 	version := ""
 	if v, err := cfg.Downstream.Discovery().ServerVersion(); err == nil {

@@ -78,7 +78,11 @@ func Message(bd *fleet.BundleDeployment) string {
 	case fleet.NotReady:
 		var parts []string
 		for _, r := range bd.Status.NonReadyStatus {
-			parts = append(parts, fmt.Sprintf("%s %s/%s %s", strings.ToLower(r.Kind), r.Namespace, r.Name, r.Summary.State))
+			part := fmt.Sprintf("%s %s/%s %s", strings.ToLower(r.Kind), r.Namespace, r.Name, r.Summary.State)
+			if len(r.Summary.Message) > 0 && r.Summary.Message[0] != "" {
+				part += ": " + r.Summary.Message[0]
+			}
+			parts = append(parts, part)
 		}
 		return strings.Join(limit(parts, 3), "; ")
 	case fleet.Modified:

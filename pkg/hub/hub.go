@@ -24,6 +24,7 @@ import (
 	"github.com/flotilla/flotilla/pkg/controllers"
 	"github.com/flotilla/flotilla/pkg/controlplane"
 	"github.com/flotilla/flotilla/pkg/crds"
+	"github.com/flotilla/flotilla/pkg/health"
 	"github.com/flotilla/flotilla/pkg/kubeconfig"
 	"github.com/flotilla/flotilla/pkg/leader"
 	"github.com/flotilla/flotilla/pkg/metrics"
@@ -89,11 +90,11 @@ func Run(ctx context.Context, opts Options) error {
 		cfg    *rest.Config
 		cp     *controlplane.ControlPlane
 		err    error
-		health healthServer
+		probes health.Server
 	)
 	// Probes answer from the start, so an orchestrator sees "alive, not ready"
 	// while the control plane and CRDs come up.
-	if err := health.serve(ctx, opts.HealthProbeBindAddress); err != nil {
+	if err := probes.Serve(ctx, opts.HealthProbeBindAddress); err != nil {
 		return err
 	}
 	if err := metrics.Serve(ctx, opts.MetricsBindAddress, opts.Profiling); err != nil {
@@ -127,7 +128,7 @@ func Run(ctx context.Context, opts Options) error {
 	if err := ensureNamespaces(ctx, client, names.SystemNamespace, names.RegistrationNamespace); err != nil {
 		return err
 	}
-	health.ready.Store(true)
+	probes.SetReady(true)
 	if cp != nil && opts.Announce != nil {
 		opts.Announce(cp)
 	}

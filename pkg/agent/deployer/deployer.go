@@ -421,6 +421,7 @@ func (d *Deployer) monitor(cfg *action.Configuration, bd *fleet.BundleDeployment
 	if err == nil {
 		var o observed
 		if o, err = observe(infos, bd.Spec.Options.Diff, bd.Spec.Options.IgnoreOptions.Conditions); err == nil {
+			d.explainNotReady(&o)
 			status.NonReadyStatus, status.ModifiedStatus, status.Resources = o.nonReady, o.modified, o.resources
 			status.Ready = len(o.nonReady) == 0
 			status.NonModified = len(o.modified) == 0

@@ -19,6 +19,8 @@ type observed struct {
 	nonReady  []fleet.NonReadyStatus
 	modified  []fleet.ModifiedStatus
 	resources []fleet.BundleDeploymentResource
+	// pods are the Pods of the workloads in nonReady, by their index there.
+	pods map[int]podsOf
 }
 
 // observe reads each object of a release from the downstream cluster: is it there,
@@ -61,6 +63,12 @@ func observe(infos []*resource.Info, diff *fleet.DiffOptions, ignoreConditions [
 				UID: live.GetUID(), Kind: kind, APIVersion: apiVersion, Namespace: info.Namespace, Name: info.Name,
 				Summary: fleet.ResourceSummary{State: s.State, Error: s.Error, Transitioning: s.Transitioning, Message: s.Message},
 			})
+			if of, ok := workloadPods(live); ok {
+				if out.pods == nil {
+					out.pods = map[int]podsOf{}
+				}
+				out.pods[len(out.nonReady)-1] = of
+			}
 		}
 	}
 	return out, nil

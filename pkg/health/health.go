@@ -1,4 +1,5 @@
-package hub
+// Package health serves the /healthz and /readyz probes of the hub and the agent.
+package health
 
 import (
 	"context"
@@ -12,15 +13,18 @@ import (
 	"github.com/sirupsen/logrus"
 )
 
-// healthServer answers /healthz (the process is alive) and /readyz (the hub has
-// finished setting up: API reachable, CRDs established, system namespaces present).
-// A follower replica is ready too: readiness says it can take over, not that it leads.
-type healthServer struct {
+// Server answers /healthz (the process is alive) and /readyz (what SetReady says:
+// for the hub, that it has finished setting up; for the agent, that it runs with its
+// identity).
+type Server struct {
 	ready atomic.Bool
 }
 
-// serve listens on addr until ctx ends. An empty addr or "0" turns it off.
-func (h *healthServer) serve(ctx context.Context, addr string) error {
+// SetReady sets what /readyz answers.
+func (h *Server) SetReady(ready bool) { h.ready.Store(ready) }
+
+// Serve listens on addr until ctx ends. An empty addr or "0" turns it off.
+func (h *Server) Serve(ctx context.Context, addr string) error {
 	if addr == "" || addr == "0" {
 		return nil
 	}
