@@ -5,6 +5,7 @@ package hub
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -241,6 +242,9 @@ func ensureNamespaces(ctx context.Context, client kubernetes.Interface, namespac
 // ControlPlaneOnly runs just the embedded control plane until ctx ends: a local
 // downstream cluster for trying Flotilla on one machine, and for tests.
 func ControlPlaneOnly(ctx context.Context, cfg controlplane.Config, opts ControlPlaneOptions, announce func(*controlplane.ControlPlane)) error {
+	parent := ctx
+	ctx, stopControlPlane := context.WithCancel(ctx)
+	defer stopControlPlane()
 	cp, err := controlplane.Start(ctx, cfg)
 	if err != nil {
 		return err
@@ -273,14 +277,27 @@ func ControlPlaneOnly(ctx context.Context, cfg controlplane.Config, opts Control
 	if announce != nil {
 		announce(cp)
 	}
-	cpErr := cp.Wait()
-	if nodeProc != nil {
-		// The node stops with ctx; a node that stopped by itself stops the control plane.
-		if err := nodeProc.Wait(); err != nil && cpErr == nil {
+	if nodeProc == nil {
+		return cp.Wait()
+	}
+	// The node stops with ctx; a node that stops by itself stops everything, with
+	// its error, and the control plane stops when the node has cleaned up.
+	select {
+	case <-cp.Done():
+		nodeErr := nodeProc.Wait()
+		if err := cp.Wait(); err != nil {
 			return err
 		}
+		return nodeErr
+	case <-nodeProc.Done():
+		nodeErr := nodeProc.Wait()
+		if parent.Err() == nil && nodeErr == nil {
+			nodeErr = errors.New("the node stopped")
+		}
+		stopControlPlane()
+		_ = cp.Wait()
+		return nodeErr
 	}
-	return cpErr
 }
 
 // ControlPlaneOptions are what "hub controlplane" runs beside the control plane.

@@ -168,8 +168,8 @@ func kubeletConfig(p paths, credentialsDir, podCIDR string) ([]byte, error) {
 	return yaml.Marshal(cfg)
 }
 
-// proxyConfig is kube-proxy's configuration: iptables mode, and no conntrack or
-// other sysctl changes, which a machine shared with other work should not get.
+// proxyConfig is kube-proxy's configuration: iptables mode, no conntrack changes and
+// no NodePorts on loopback.
 func proxyConfig(credentialsDir, nodeName string, nodeIP net.IP, clusterCIDR string) ([]byte, error) {
 	cfg := kubeproxyv1alpha1.KubeProxyConfiguration{
 		TypeMeta:           metav1.TypeMeta{APIVersion: "kubeproxy.config.k8s.io/v1alpha1", Kind: "KubeProxyConfiguration"},
@@ -180,6 +180,9 @@ func proxyConfig(credentialsDir, nodeName string, nodeIP net.IP, clusterCIDR str
 		BindAddress:        nodeIP.String(),
 		HealthzBindAddress: "127.0.0.1:10256",
 		MetricsBindAddress: "127.0.0.1:10249",
+		// NodePorts on 127.0.0.1 would need route_localnet, which lets other hosts
+		// reach this machine's loopback services (CVE-2020-8558).
+		IPTables: kubeproxyv1alpha1.KubeProxyIPTablesConfiguration{LocalhostNodePorts: ptr.To(false)},
 		Conntrack: kubeproxyv1alpha1.KubeProxyConntrackConfiguration{
 			MaxPerCore:            ptr.To[int32](0),
 			Min:                   ptr.To[int32](0),

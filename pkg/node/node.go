@@ -129,13 +129,11 @@ func Run(ctx context.Context, cfg Config) error {
 			return err
 		}
 	}
-	// A node killed before it could clean up leaves a bridge, rules and mounts.
-	cleanUpMachine(ctx, p, cfg.Bridge)
-
 	if err := writeConfigs(p, cfg); err != nil {
 		return err
 	}
 	log := logrus.WithField("node", cfg.Name)
+	tunables := saveTunables()
 	sup := newSupervisor(p)
 	defer func() {
 		teardownCtx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -143,7 +141,8 @@ func Run(ctx context.Context, cfg Config) error {
 		sup.stop(teardownCtx, "kube-scheduler", "kube-proxy", "kubelet")
 		stopPods(teardownCtx, p)
 		sup.stop(teardownCtx, "containerd")
-		cleanUpMachine(teardownCtx, p, cfg.Bridge)
+		cleanUpMachine(teardownCtx, p, cfg.Bridge, true)
+		tunables.restore()
 		log.Info("Node stopped and cleaned up")
 	}()
 
@@ -153,6 +152,11 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := waitForSocket(ctx, p.socketPath(), sup); err != nil {
 		return err
 	}
+	// A node killed before it could clean up (kill -9) leaves its Pods running under
+	// containerd's shims, and its bridge, rules and mounts: stop those Pods through
+	// containerd first (the kubelet starts them again from the API), then clean up.
+	stopPods(ctx, p)
+	cleanUpMachine(ctx, p, cfg.Bridge, false)
 	for _, image := range images {
 		if err := importImage(ctx, p, image.file); err != nil {
 			return err

@@ -43,8 +43,9 @@ func (s *supervisor) start(name, program string, args ...string) error {
 	}
 	cmd := exec.Command(program, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
-	// A node killed outright takes its components with it.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	// A node killed outright takes its components with it; a signal to the node's
+	// process group (Ctrl-C) reaches only the node, which stops them in order.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		logFile.Close()
 		return fmt.Errorf("starting %s: %w", name, err)

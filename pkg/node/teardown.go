@@ -13,8 +13,13 @@ import (
 	"github.com/sirupsen/logrus"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	remote "k8s.io/cri-client/pkg"
 )
+
+// podStopGrace is how long, in seconds, a container gets between SIGTERM and
+// SIGKILL when the node stops.
+const podStopGrace = 15
 
 // stopPods stops and removes every Pod sandbox in containerd: the kubelet, stopped
 // first, leaves its containers running, and stopping a sandbox also releases its
@@ -36,6 +41,17 @@ func stopPods(ctx context.Context, p paths) {
 	}
 	for _, sandbox := range sandboxes {
 		log := logrus.WithField("pod", sandbox.GetMetadata().GetNamespace()+"/"+sandbox.GetMetadata().GetName())
+		// Containers first, with SIGTERM and a grace period (stopping the sandbox
+		// kills them at once), so that an agent finishes its Helm operation.
+		containers, err := runtime.ListContainers(ctx, &runtimeapi.ContainerFilter{PodSandboxId: sandbox.Id})
+		if err != nil {
+			log.WithError(err).Warn("Listing a Pod's containers")
+		}
+		for _, c := range containers {
+			if err := runtime.StopContainer(ctx, c.Id, podStopGrace); err != nil {
+				log.WithError(err).WithField("container", c.GetMetadata().GetName()).Warn("Stopping a container")
+			}
+		}
 		if err := runtime.StopPodSandbox(ctx, sandbox.Id); err != nil {
 			log.WithError(err).Warn("Stopping a Pod")
 		}
@@ -49,7 +65,7 @@ func stopPods(ctx context.Context, p paths) {
 // mounts inside it: kube-proxy's iptables chains, the Pod bridge, and the volume and
 // container mounts the kubelet and containerd left. It is safe to run when there is
 // nothing to clean.
-func cleanUpMachine(ctx context.Context, p paths, bridge string) {
+func cleanUpMachine(ctx context.Context, p paths, bridge string, removeSocket bool) {
 	if self, err := os.Executable(); err == nil {
 		// kube-proxy's own clean-up of the chains it creates.
 		if out, err := exec.CommandContext(ctx, self, ProxyCommand, "--cleanup", "--v=0").CombinedOutput(); err != nil {
@@ -67,7 +83,7 @@ func cleanUpMachine(ctx context.Context, p paths, bridge string) {
 			logrus.WithError(err).WithField("mount", mount).Warn("Unmounting")
 		}
 	}
-	if p.socketPath() != filepath.Join(p.containerdState(), "containerd.sock") {
+	if removeSocket && p.socketPath() != filepath.Join(p.containerdState(), "containerd.sock") {
 		_ = os.RemoveAll(filepath.Dir(p.socketPath()))
 	}
 }
@@ -123,4 +139,37 @@ func mountsUnder(dir string) []string {
 	}
 	sort.Slice(mounts, func(i, j int) bool { return len(mounts[i]) > len(mounts[j]) })
 	return mounts
+}
+
+// kernelTunables are the settings the kubelet (vm.overcommit_memory, kernel.panic,
+// kernel.panic_on_oops) and kube-proxy change on the machine; the node puts them
+// back when it stops.
+var kernelTunables = []string{
+	"/proc/sys/vm/overcommit_memory",
+	"/proc/sys/kernel/panic",
+	"/proc/sys/kernel/panic_on_oops",
+	"/proc/sys/net/ipv4/conf/all/route_localnet",
+}
+
+type tunables map[string][]byte
+
+func saveTunables() tunables {
+	saved := tunables{}
+	for _, path := range kernelTunables {
+		if value, err := os.ReadFile(path); err == nil {
+			saved[path] = value
+		}
+	}
+	return saved
+}
+
+func (t tunables) restore() {
+	for path, value := range t {
+		if now, err := os.ReadFile(path); err == nil && string(now) == string(value) {
+			continue
+		}
+		if err := os.WriteFile(path, value, 0o644); err != nil {
+			logrus.WithError(err).WithField("setting", path).Warn("Restoring a kernel setting the node changed")
+		}
+	}
 }

@@ -99,7 +99,9 @@ func Start(ctx context.Context, cfg Options) (*Process, error) {
 	}
 	cmd := exec.Command(program, args...)
 	cmd.Stdout, cmd.Stderr = log, log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
+	// Its own process group: Ctrl-C in a terminal reaches the program that started
+	// it, which stops it with one SIGTERM and lets it clean up.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
 	if err := cmd.Start(); err != nil {
 		log.Close()
 		return nil, fmt.Errorf("starting %s: %w", program, err)
