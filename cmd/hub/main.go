@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/flotilla/flotilla/pkg/controllers"
+	"github.com/flotilla/flotilla/pkg/controllers/gitrepo"
 	"github.com/flotilla/flotilla/pkg/controlplane"
 	"github.com/flotilla/flotilla/pkg/hub"
 	kubecfg "github.com/flotilla/flotilla/pkg/kubeconfig"
@@ -91,6 +92,7 @@ func newRootCommand() *cobra.Command {
 		burst         int
 		debug         bool
 		importAllowed []string
+		gitAllowed    []string
 		settings      = controllers.DefaultSettings()
 		election      = leader.DefaultConfig(names.SystemNamespace, names.HubLease)
 	)
@@ -121,6 +123,9 @@ cluster instead, installing or updating the fleet.cattle.io CRDs there itself.`,
 				if settings.APIServerCA, err = os.ReadFile(caFile); err != nil {
 					return fmt.Errorf("--api-server-ca-file: %w", err)
 				}
+			}
+			if settings.GitRepoAddresses.Allowed, err = kubecfg.ParsePrefixes(gitAllowed); err != nil {
+				return fmt.Errorf("--gitrepo-allowed-networks: %w", err)
 			}
 			if settings.ImportAddresses.Allowed, err = kubecfg.ParsePrefixes(importAllowed); err != nil {
 				return fmt.Errorf("--import-allowed-networks: %w", err)
@@ -170,6 +175,10 @@ cluster instead, installing or updating the fleet.cattle.io CRDs there itself.`,
 	cmd.Flags().DurationVar(&settings.ClusterRecoveryTTL, "cluster-recovery-ttl", settings.ClusterRecoveryTTL, "lifetime of a cluster's recovery token: an agent whose identity expired while it was offline for less than this comes back by proving its key; 0 turns recovery off")
 	cmd.Flags().DurationVar(&settings.AgentTokenRenewAfter, "agent-token-renew-after", 0, "have agents renew their token this long after it was issued (default: half its lifetime)")
 	cmd.Flags().StringSliceVar(&settings.KubeconfigSecretNamespaces, "kubeconfig-secret-namespaces", nil, "namespaces besides a Cluster's own that its spec.kubeConfigSecretNamespace may name")
+	cmd.Flags().StringSliceVar(&gitAllowed, "gitrepo-allowed-networks", nil, "CIDRs (or addresses) a GitRepo's repository may resolve to even though they are loopback, link-local or the hub's own API server, e.g. 127.0.0.0/8 for a Git server on the hub's machine")
+	cmd.Flags().DurationVar(&settings.GitRepo.PollingInterval, "gitrepo-polling-interval", gitrepo.DefaultPollingInterval, "how often a GitRepo's branch is looked at for a new commit, unless its spec.pollingInterval says")
+	cmd.Flags().DurationVar(&settings.GitRepo.FetchTimeout, "gitrepo-fetch-timeout", 2*time.Minute, "longest a GitRepo's fetch (a look at its branch, or a checkout) may take")
+	cmd.Flags().Int64Var(&settings.GitRepo.MaxCheckoutSize, "gitrepo-max-size", 256<<20, "bytes a GitRepo's checkout may take; a larger one is Accepted=False TooLarge")
 	cmd.Flags().StringSliceVar(&importAllowed, "import-allowed-networks", nil, "CIDRs (or addresses) an imported cluster's kubeconfig server may resolve to even though they are loopback, link-local or the hub's own API server, e.g. 127.0.0.0/8 for downstream clusters on the hub's machine")
 	cmd.Flags().DurationVar(&settings.RequestRetention, "request-retention", settings.RequestRetention, "how long an answered (granted or refused) ClusterRegistrationRequest is kept, for its answer to be read, before the hub deletes it and its answer Secret")
 	cmd.Flags().StringVar(&settings.AgentImageRepository, "agent-image-repository", "", "image repository of the agents the hub deploys and upgrades (default: the agent chart's, flotilla/agent); a change upgrades every agent through its agent bundle")

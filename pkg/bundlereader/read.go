@@ -364,6 +364,12 @@ type Folder struct {
 // fleet.yaml. Hidden folders are not looked into. root is relative to where the
 // names are derived from (the command's working directory).
 func Find(name, root string) ([]Folder, error) {
+	return FindFrom(name, "", root)
+}
+
+// FindFrom is Find with the names derived from the folders' paths relative to base
+// (a checkout of a GitRepo), or as they are when base is "".
+func FindFrom(name, base, root string) ([]Folder, error) {
 	var out []Folder
 	err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
 		if err != nil {
@@ -383,7 +389,15 @@ func Find(name, root string) ([]Folder, error) {
 			}
 		}
 		if found {
-			out = append(out, Folder{Path: p, Name: names.BundleForPath(name, filepath.ToSlash(p))})
+			named := p
+			if base != "" {
+				rel, err := filepath.Rel(base, p)
+				if err != nil {
+					return err
+				}
+				named = rel
+			}
+			out = append(out, Folder{Path: p, Name: names.BundleForPath(name, filepath.ToSlash(named))})
 		}
 		return nil
 	})

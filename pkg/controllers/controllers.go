@@ -39,11 +39,13 @@ import (
 	"github.com/flotilla/flotilla/pkg/controllers/cluster"
 	"github.com/flotilla/flotilla/pkg/controllers/clustergroup"
 	"github.com/flotilla/flotilla/pkg/controllers/clusterns"
+	"github.com/flotilla/flotilla/pkg/controllers/gitrepo"
 	"github.com/flotilla/flotilla/pkg/controllers/imports"
 	"github.com/flotilla/flotilla/pkg/controllers/request"
 	"github.com/flotilla/flotilla/pkg/controllers/token"
 	"github.com/flotilla/flotilla/pkg/generated/clientset/versioned"
 	fleetcontrollers "github.com/flotilla/flotilla/pkg/generated/controllers/fleet.cattle.io"
+	"github.com/flotilla/flotilla/pkg/gitfetch"
 	"github.com/flotilla/flotilla/pkg/kubeconfig"
 	"github.com/flotilla/flotilla/pkg/metrics"
 	"github.com/flotilla/flotilla/pkg/names"
@@ -80,6 +82,10 @@ type Settings struct {
 	// ImportAddresses decides which addresses the hub may connect to for an
 	// imported cluster (--import-allowed-networks, and the hub's own endpoints).
 	ImportAddresses kubeconfig.AddressPolicy
+	// GitRepoAddresses decides which addresses GitRepos' repositories may be fetched from.
+	GitRepoAddresses kubeconfig.AddressPolicy
+	// GitRepo bounds and paces the fetches of GitRepos.
+	GitRepo gitrepo.Settings
 	// ImportTokenTTL is the lifetime of the registration token minted to deploy an
 	// imported cluster's agent.
 	ImportTokenTTL time.Duration
@@ -205,6 +211,13 @@ func (m *Manager) Start(ctx context.Context) error {
 		SecretNamespaces: m.settings.KubeconfigSecretNamespaces, TokenTTL: m.settings.ImportTokenTTL,
 		InitialBackoff: 2 * time.Second, MaxBackoff: 5 * time.Minute, Addresses: m.settings.ImportAddresses, Agent: agentHub,
 	}, fleet.Cluster(), fleetClient.FleetV1alpha1(), fleet.ClusterRegistrationToken(), core.Secret(), kube, events)
+
+	gitPolicy := m.settings.GitRepoAddresses
+	gitPolicy.For, gitPolicy.Flag = "a GitRepo", "--gitrepo-allowed-networks"
+	gitfetch.Install(&gitPolicy)
+	gitSettings := m.settings.GitRepo
+	gitSettings.MaxBundleSize = m.settings.MaxBundleSize
+	gitrepo.Register(ctx, gitSettings, fleet.GitRepo(), fleet.Bundle(), core.Secret().Cache(), fleetClient, events)
 
 	deployments := fleet.BundleDeployment().Cache()
 	_ = metrics.Registry.Register(metrics.StateCounter(func() map[string]int {

@@ -158,6 +158,7 @@ func Run(ctx context.Context, opts Options) error {
 		embedded = &opts.ControlPlane
 	}
 	settings.ImportAddresses.Own = ownEndpoints(cfg, embedded, settings.APIServerURL)
+	settings.GitRepoAddresses.Own = settings.ImportAddresses.Own
 	settings.APIServerAuthorizesIdentities, err = controlplane.AuthorizesClusterIdentities(ctx, client)
 	if err != nil {
 		logrus.WithError(err).Warn("Creating RBAC objects for every cluster identity")

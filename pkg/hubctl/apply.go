@@ -33,6 +33,12 @@ type ApplyOptions struct {
 	Name string
 	// Dirs are the folders (or globs of folders) to read; default ".".
 	Dirs []string
+	// BaseDir, if set, is where Dirs are: Bundles are named after their folders'
+	// paths below it (a GitRepo's checkout).
+	BaseDir string
+	// Owner, if set, becomes the controller owner of every Bundle, which is deleted
+	// with it (a GitRepo).
+	Owner *metav1.OwnerReference
 	// Namespace is the workspace the Bundles go to.
 	Namespace string
 	// Output, if set, receives the Bundles as YAML instead of the hub.
@@ -51,12 +57,15 @@ func ReadBundles(ctx context.Context, opts ApplyOptions) ([]*fleet.Bundle, error
 	}
 	var bundles []*fleet.Bundle
 	for _, pattern := range dirs {
+		if opts.BaseDir != "" {
+			pattern = filepath.Join(opts.BaseDir, pattern)
+		}
 		matches, err := globDirs(pattern)
 		if err != nil {
 			return nil, err
 		}
 		for _, root := range matches {
-			folders, err := bundlereader.Find(opts.Name, root)
+			folders, err := bundlereader.FindFrom(opts.Name, opts.BaseDir, root)
 			if err != nil {
 				return nil, err
 			}
@@ -116,8 +125,17 @@ func Apply(ctx context.Context, client versioned.Interface, opts ApplyOptions) e
 	if opts.Output != nil {
 		return WriteBundles(opts.Output, bundles)
 	}
+	return Save(ctx, client, opts, bundles)
+}
+
+// Save creates or updates bundles on the hub and deletes those of an earlier apply
+// of the same NAME that are not among them.
+func Save(ctx context.Context, client versioned.Interface, opts ApplyOptions, bundles []*fleet.Bundle) error {
 	keep := map[string]bool{}
 	for _, b := range bundles {
+		if opts.Owner != nil {
+			b.OwnerReferences = []metav1.OwnerReference{*opts.Owner}
+		}
 		if err := saveBundle(ctx, client, b, logTo(opts.Log)); err != nil {
 			return err
 		}
@@ -183,6 +201,9 @@ func saveBundle(ctx context.Context, client versioned.Interface, b *fleet.Bundle
 	}
 	updated := existing.DeepCopy()
 	updated.Spec = b.Spec
+	if len(b.OwnerReferences) > 0 {
+		updated.OwnerReferences = b.OwnerReferences
+	}
 	updated.Labels = mergeStrings(updated.Labels, b.Labels)
 	updated.Annotations = mergeStrings(updated.Annotations, b.Annotations)
 	if _, err := bundles.Update(ctx, updated, metav1.UpdateOptions{}); err != nil {

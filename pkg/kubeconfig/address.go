@@ -22,18 +22,26 @@ type AddressPolicy struct {
 	// Own are the hub's own API endpoints. An unspecified address (0.0.0.0:6443)
 	// stands for that port on every address of this machine.
 	Own []netip.AddrPort
+	// For and Flag name, in refusals, what the connection was for and the flag that
+	// allows an address; default an imported cluster and --import-allowed-networks.
+	For, Flag string
 	// localAddrs lists this machine's addresses; nil means net.InterfaceAddrs.
 	localAddrs func() ([]net.Addr, error)
 }
 
 // AddressError is a connection the policy refused.
 type AddressError struct {
-	Address netip.AddrPort
-	Why     string
+	Address   netip.AddrPort
+	Why       string
+	For, Flag string
 }
 
 func (e *AddressError) Error() string {
-	return fmt.Sprintf("the hub does not connect to %s for an imported cluster: it is %s (an admin can allow it with --import-allowed-networks)", e.Address, e.Why)
+	what, flag := e.For, e.Flag
+	if what == "" {
+		what, flag = "an imported cluster", "--import-allowed-networks"
+	}
+	return fmt.Sprintf("the hub does not connect to %s for %s: it is %s (an admin can allow it with %s)", e.Address, what, e.Why, flag)
 }
 
 // ParsePrefixes parses CIDRs, or single addresses, into prefixes.
@@ -63,13 +71,13 @@ func (p *AddressPolicy) Check(addr netip.AddrPort) error {
 		}
 	}
 	if why := p.refused(ip, addr.Port()); why != "" {
-		return &AddressError{addr, why}
+		return &AddressError{Address: addr, Why: why, For: p.For, Flag: p.Flag}
 	}
 	// An IPv4 address written in an IPv6 form that a gateway on the way turns back
 	// into it: refused as that IPv4 address would be.
 	if v4, form, ok := embeddedIPv4(ip); ok {
 		if why := p.refused(v4, addr.Port()); why != "" {
-			return &AddressError{addr, fmt.Sprintf("%s (%s, written as %s)", why, v4, form)}
+			return &AddressError{Address: addr, Why: fmt.Sprintf("%s (%s, written as %s)", why, v4, form), For: p.For, Flag: p.Flag}
 		}
 	}
 	return nil

@@ -104,6 +104,16 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &fleetcattleiov1alpha1.CorrectDriftApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("DiffOptions"):
 		return &fleetcattleiov1alpha1.DiffOptionsApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("GitRepo"):
+		return &fleetcattleiov1alpha1.GitRepoApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("GitRepoDisplay"):
+		return &fleetcattleiov1alpha1.GitRepoDisplayApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("GitRepoSpec"):
+		return &fleetcattleiov1alpha1.GitRepoSpecApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("GitRepoStatus"):
+		return &fleetcattleiov1alpha1.GitRepoStatusApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("GitTarget"):
+		return &fleetcattleiov1alpha1.GitTargetApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("HelmOptions"):
 		return &fleetcattleiov1alpha1.HelmOptionsApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("IgnoreOptions"):

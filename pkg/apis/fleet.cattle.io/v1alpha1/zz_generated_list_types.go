@@ -145,6 +145,23 @@ func NewContent(namespace, name string, obj Content) *Content {
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 
+// GitRepoList is a list of GitRepo resources
+type GitRepoList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata"`
+
+	Items []GitRepo `json:"items"`
+}
+
+func NewGitRepo(namespace, name string, obj GitRepo) *GitRepo {
+	obj.APIVersion, obj.Kind = SchemeGroupVersion.WithKind("GitRepo").ToAPIVersionAndKind()
+	obj.Name = name
+	obj.Namespace = namespace
+	return &obj
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
 // PolicyList is a list of Policy resources
 type PolicyList struct {
 	metav1.TypeMeta `json:",inline"`

@@ -35,6 +35,7 @@ var (
 	ClusterRegistrationRequestResourceName = "clusterregistrationrequests"
 	ClusterRegistrationTokenResourceName   = "clusterregistrationtokens"
 	ContentResourceName                    = "contents"
+	GitRepoResourceName                    = "gitrepos"
 	PolicyResourceName                     = "policies"
 )
 
@@ -73,6 +74,8 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&ClusterRegistrationTokenList{},
 		&Content{},
 		&ContentList{},
+		&GitRepo{},
+		&GitRepoList{},
 		&Policy{},
 		&PolicyList{},
 	)

@@ -38,6 +38,7 @@ type Interface interface {
 	ClusterRegistrationRequest() ClusterRegistrationRequestController
 	ClusterRegistrationToken() ClusterRegistrationTokenController
 	Content() ContentController
+	GitRepo() GitRepoController
 	Policy() PolicyController
 }
 
@@ -77,6 +78,10 @@ func (v *version) ClusterRegistrationToken() ClusterRegistrationTokenController 
 
 func (v *version) Content() ContentController {
 	return generic.NewNonNamespacedController[*v1alpha1.Content, *v1alpha1.ContentList](schema.GroupVersionKind{Group: "fleet.cattle.io", Version: "v1alpha1", Kind: "Content"}, "contents", v.controllerFactory)
+}
+
+func (v *version) GitRepo() GitRepoController {
+	return generic.NewController[*v1alpha1.GitRepo, *v1alpha1.GitRepoList](schema.GroupVersionKind{Group: "fleet.cattle.io", Version: "v1alpha1", Kind: "GitRepo"}, "gitrepos", true, v.controllerFactory)
 }
 
 func (v *version) Policy() PolicyController {

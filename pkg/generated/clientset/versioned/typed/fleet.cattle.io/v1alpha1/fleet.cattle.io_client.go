@@ -35,6 +35,7 @@ type FleetV1alpha1Interface interface {
 	ClusterRegistrationRequestsGetter
 	ClusterRegistrationTokensGetter
 	ContentsGetter
+	GitReposGetter
 	PoliciesGetter
 }
 
@@ -69,6 +70,10 @@ func (c *FleetV1alpha1Client) ClusterRegistrationTokens(namespace string) Cluste
 
 func (c *FleetV1alpha1Client) Contents() ContentInterface {
 	return newContents(c)
+}
+
+func (c *FleetV1alpha1Client) GitRepos(namespace string) GitRepoInterface {
+	return newGitRepos(c, namespace)
 }
 
 func (c *FleetV1alpha1Client) Policies(namespace string) PolicyInterface {

@@ -32,4 +32,6 @@ type ClusterRegistrationTokenExpansion interface{}
 
 type ContentExpansion interface{}
 
+type GitRepoExpansion interface{}
+
 type PolicyExpansion interface{}

@@ -56,6 +56,10 @@ func (c *FakeFleetV1alpha1) Contents() v1alpha1.ContentInterface {
 	return newFakeContents(c)
 }
 
+func (c *FakeFleetV1alpha1) GitRepos(namespace string) v1alpha1.GitRepoInterface {
+	return newFakeGitRepos(c, namespace)
+}
+
 func (c *FakeFleetV1alpha1) Policies(namespace string) v1alpha1.PolicyInterface {
 	return newFakePolicies(c, namespace)
 }

@@ -1,0 +1,369 @@
+// Package gitrepo turns GitRepos into Bundles: it looks at the repository's branch
+// (one small ls-remote request per polling interval), and when the commit, the spec
+// or forceSyncGeneration changed, it checks the commit out into a temporary folder,
+// reads its paths as `hub apply` does, and writes the Bundles, owned by the GitRepo
+// so that they go with it. Fetches run in the controller's bounded workers, each
+// within a time limit, so one slow or huge repository does not stall the others.
+package gitrepo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	corecontrollers "github.com/rancher/wrangler/v3/pkg/generated/controllers/core/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/tools/record"
+
+	fleet "github.com/flotilla/flotilla/pkg/apis/fleet.cattle.io/v1alpha1"
+	"github.com/flotilla/flotilla/pkg/bundlereader"
+	"github.com/flotilla/flotilla/pkg/conditions"
+	"github.com/flotilla/flotilla/pkg/generated/clientset/versioned"
+	fleetcontrollers "github.com/flotilla/flotilla/pkg/generated/controllers/fleet.cattle.io/v1alpha1"
+	"github.com/flotilla/flotilla/pkg/gitfetch"
+	"github.com/flotilla/flotilla/pkg/hubctl"
+)
+
+// ConditionAccepted is True when the last fetch and read of a GitRepo worked, and
+// False with the reason they did not.
+const ConditionAccepted = "Accepted"
+
+// Reasons of Accepted=False besides gitfetch's.
+const (
+	ReasonSecretNotFound = "SecretNotFound"
+	ReasonInvalidPath    = "InvalidPath"
+	ReasonInvalidBundle  = "InvalidBundle"
+	ReasonWriteFailed    = "WriteFailed"
+)
+
+// Settings bound and pace the fetches.
+type Settings struct {
+	// PollingInterval is how often a branch is looked at when its GitRepo does not say.
+	PollingInterval time.Duration
+	// FetchTimeout bounds one look or checkout.
+	FetchTimeout time.Duration
+	// MaxCheckoutSize bounds the files of one checkout, in bytes.
+	MaxCheckoutSize int64
+	// MaxBundleSize bounds one Bundle's files.
+	MaxBundleSize int64
+}
+
+// DefaultPollingInterval is Fleet's.
+const DefaultPollingInterval = 15 * time.Second
+
+type handler struct {
+	settings Settings
+	repos    fleetcontrollers.GitRepoController
+	bundles  fleetcontrollers.BundleCache
+	secrets  corecontrollers.SecretCache
+	client   versioned.Interface
+	events   record.EventRecorder
+
+	mu sync.Mutex
+	// polled is when each GitRepo's repository was last looked at.
+	polled map[string]time.Time
+}
+
+// Register starts turning GitRepos into Bundles.
+func Register(ctx context.Context, settings Settings, repos fleetcontrollers.GitRepoController, bundles fleetcontrollers.BundleController,
+	secrets corecontrollers.SecretCache, client versioned.Interface, events record.EventRecorder) {
+	if settings.PollingInterval <= 0 {
+		settings.PollingInterval = DefaultPollingInterval
+	}
+	if settings.FetchTimeout <= 0 {
+		settings.FetchTimeout = 2 * time.Minute
+	}
+	h := &handler{settings: settings, repos: repos, bundles: bundles.Cache(), secrets: secrets, client: client, events: events,
+		polled: map[string]time.Time{}}
+	repos.OnChange(ctx, "gitrepo", h.onChange)
+	// A Bundle's state changes the summary of its GitRepo.
+	bundles.OnChange(ctx, "gitrepo-bundles", func(_ string, b *fleet.Bundle) (*fleet.Bundle, error) {
+		if b != nil && b.Labels[hubctl.RepoLabel] != "" {
+			repos.EnqueueAfter(b.Namespace, b.Labels[hubctl.RepoLabel], 2*time.Second)
+		}
+		return b, nil
+	})
+}
+
+// Poll says whether a GitRepo's repository is to be looked at now: its spec or
+// forceSyncGeneration changed, or the last look failed, or its polling interval has
+// passed (unless polling is off).
+func Poll(gr *fleet.GitRepo, lastPolled, now time.Time, interval time.Duration) bool {
+	if gr.Status.ObservedGeneration != gr.Generation || gr.Status.UpdateGeneration != gr.Spec.ForceSyncGeneration || gr.Status.Commit == "" {
+		return true
+	}
+	if c := conditions.Get(gr.Status.Conditions, ConditionAccepted); c == nil || c.Status != corev1.ConditionTrue {
+		return !now.Before(lastPolled.Add(interval))
+	}
+	if gr.Spec.DisablePolling {
+		return false
+	}
+	return !now.Before(lastPolled.Add(interval))
+}
+
+func (h *handler) interval(gr *fleet.GitRepo) time.Duration {
+	if gr.Spec.PollingInterval != nil && gr.Spec.PollingInterval.Duration > 0 {
+		return gr.Spec.PollingInterval.Duration
+	}
+	return h.settings.PollingInterval
+}
+
+func (h *handler) onChange(key string, gr *fleet.GitRepo) (*fleet.GitRepo, error) {
+	if gr == nil {
+		h.mu.Lock()
+		delete(h.polled, key)
+		h.mu.Unlock()
+		return nil, nil // its Bundles are its dependents: the garbage collector deletes them
+	}
+	if gr.DeletionTimestamp != nil {
+		return gr, nil
+	}
+	status := gr.Status.DeepCopy()
+	interval := h.interval(gr)
+	h.mu.Lock()
+	last := h.polled[key]
+	h.mu.Unlock()
+	now := time.Now()
+	if Poll(gr, last, now, interval) {
+		h.mu.Lock()
+		h.polled[key] = now
+		h.mu.Unlock()
+		status.LastPollingTime = metav1.NewTime(now)
+		h.sync(gr, status)
+	}
+	h.summarize(gr, status)
+	if !equality.Semantic.DeepEqual(*status, gr.Status) {
+		updated := gr.DeepCopy()
+		updated.Status = *status
+		written, err := h.repos.UpdateStatus(updated)
+		if err != nil {
+			return gr, err
+		}
+		gr = written
+	}
+	if !gr.Spec.DisablePolling || conditions.Get(gr.Status.Conditions, ConditionAccepted).Status != corev1.ConditionTrue {
+		h.repos.EnqueueAfter(gr.Namespace, gr.Name, interval)
+	}
+	return gr, nil
+}
+
+// sync looks at the repository and, when there is something new, writes the Bundles;
+// the outcome goes into status.
+func (h *handler) sync(gr *fleet.GitRepo, status *fleet.GitRepoStatus) {
+	err := h.fetchAndWrite(gr, status)
+	if err != nil {
+		reason := gitfetch.ReasonOf(err)
+		var r *reasoned
+		if errors.As(err, &r) {
+			reason = r.reason
+		}
+		if conditions.Set(&status.Conditions, ConditionAccepted, corev1.ConditionFalse, reason, err.Error()) {
+			h.events.Event(gr, corev1.EventTypeWarning, reason, err.Error())
+		}
+		status.Display.Error, status.Display.Message = true, err.Error()
+		return
+	}
+	conditions.Set(&status.Conditions, ConditionAccepted, corev1.ConditionTrue, "", "")
+	status.Display.Error, status.Display.Message = false, ""
+	status.ObservedGeneration, status.UpdateGeneration = gr.Generation, gr.Spec.ForceSyncGeneration
+}
+
+type reasoned struct {
+	reason string
+	err    error
+}
+
+func (r *reasoned) Error() string { return r.err.Error() }
+func (r *reasoned) Unwrap() error { return r.err }
+
+func (h *handler) fetchAndWrite(gr *fleet.GitRepo, status *fleet.GitRepoStatus) error {
+	src, err := h.source(gr)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), h.settings.FetchTimeout)
+	defer cancel()
+	commit, err := gitfetch.Head(ctx, src)
+	if err != nil {
+		return err
+	}
+	unchanged := commit == status.Commit && gr.Status.ObservedGeneration == gr.Generation &&
+		gr.Status.UpdateGeneration == gr.Spec.ForceSyncGeneration
+	if accepted := conditions.Get(gr.Status.Conditions, ConditionAccepted); unchanged && accepted != nil && accepted.Status == corev1.ConditionTrue {
+		return nil
+	}
+	dir, err := os.MkdirTemp("", "flotilla-gitrepo-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	checkout := filepath.Join(dir, "repo")
+	if err := gitfetch.Checkout(ctx, src, commit, checkout, h.settings.MaxCheckoutSize); err != nil {
+		return err
+	}
+	paths, err := Paths(checkout, gr.Spec.Paths)
+	if err != nil {
+		return &reasoned{ReasonInvalidPath, err}
+	}
+	opts := hubctl.ApplyOptions{
+		Name: gr.Name, Dirs: paths, BaseDir: checkout, Namespace: gr.Namespace, Log: discard{},
+		Owner: metav1.NewControllerRef(gr, fleet.SchemeGroupVersion.WithKind("GitRepo")),
+		Read: bundlereader.Options{
+			Labels:          map[string]string{hubctl.RepoLabel: gr.Name, hubctl.CommitLabel: commit},
+			Targets:         targets(gr.Spec.Targets),
+			TargetNamespace: gr.Spec.TargetNamespace,
+			ServiceAccount:  gr.Spec.ServiceAccount,
+			Paused:          gr.Spec.Paused,
+			KeepResources:   gr.Spec.KeepResources,
+			SyncGeneration:  gr.Spec.ForceSyncGeneration,
+			CorrectDrift:    gr.Spec.CorrectDrift,
+			MaxSize:         h.settings.MaxBundleSize,
+		},
+	}
+	bundles, err := hubctl.ReadBundles(ctx, opts)
+	if err != nil {
+		return &reasoned{ReasonInvalidBundle, fmt.Errorf("commit %s: %s", short(commit), strings.ReplaceAll(err.Error(), checkout+"/", ""))}
+	}
+	if err := hubctl.Save(ctx, h.client, opts, bundles); err != nil {
+		return &reasoned{ReasonWriteFailed, err}
+	}
+	status.Commit = commit
+	return nil
+}
+
+// source is where gr's files come from, with the credential its Secret holds.
+func (h *handler) source(gr *fleet.GitRepo) (gitfetch.Source, error) {
+	src := gitfetch.Source{URL: gr.Spec.Repo, Branch: gr.Spec.Branch, Revision: gr.Spec.Revision,
+		CABundle: gr.Spec.CABundle, InsecureSkipTLS: gr.Spec.InsecureSkipTLSverify}
+	if gr.Spec.ClientSecretName == "" {
+		return src, nil
+	}
+	secret, err := h.secrets.Get(gr.Namespace, gr.Spec.ClientSecretName)
+	if apierrors.IsNotFound(err) {
+		return src, &reasoned{ReasonSecretNotFound, fmt.Errorf("clientSecretName: Secret %s/%s not found", gr.Namespace, gr.Spec.ClientSecretName)}
+	}
+	if err != nil {
+		return src, err
+	}
+	src.Username, src.Password = string(secret.Data[corev1.BasicAuthUsernameKey]), string(secret.Data[corev1.BasicAuthPasswordKey])
+	if src.Username == "" && src.Password == "" {
+		return src, &reasoned{ReasonSecretNotFound, fmt.Errorf("clientSecretName: Secret %s/%s has no %s or %s (a kubernetes.io/basic-auth Secret)",
+			gr.Namespace, gr.Spec.ClientSecretName, corev1.BasicAuthUsernameKey, corev1.BasicAuthPasswordKey)}
+	}
+	return src, nil
+}
+
+// Paths checks a GitRepo's paths against its checkout: relative, inside it once
+// links are followed. None means the checkout's root.
+func Paths(checkout string, paths []string) ([]string, error) {
+	if len(paths) == 0 {
+		paths = []string{"."}
+	}
+	root, err := filepath.EvalSymlinks(checkout)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, p := range paths {
+		clean := filepath.Clean(p)
+		if filepath.IsAbs(clean) || clean == ".." || strings.HasPrefix(clean, "../") {
+			return nil, fmt.Errorf("path %q leaves the repository", p)
+		}
+		matches, err := filepath.Glob(filepath.Join(checkout, clean))
+		if err != nil {
+			return nil, fmt.Errorf("path %q: %w", p, err)
+		}
+		if len(matches) == 0 {
+			return nil, fmt.Errorf("path %q: no such folder in the repository", p)
+		}
+		for _, m := range matches {
+			real, err := filepath.EvalSymlinks(m)
+			if err != nil {
+				return nil, fmt.Errorf("path %q: %w", p, err)
+			}
+			if real != root && !strings.HasPrefix(real, root+string(filepath.Separator)) {
+				return nil, fmt.Errorf("path %q leaves the repository (a link to %s)", p, real)
+			}
+		}
+		out = append(out, clean)
+	}
+	return out, nil
+}
+
+func targets(in []fleet.GitTarget) []fleet.BundleTarget {
+	var out []fleet.BundleTarget
+	for _, t := range in {
+		out = append(out, fleet.BundleTarget{Name: t.Name, ClusterName: t.ClusterName, ClusterSelector: t.ClusterSelector,
+			ClusterGroup: t.ClusterGroup, ClusterGroupSelector: t.ClusterGroupSelector})
+	}
+	return out
+}
+
+// summarize counts the BundleDeployments of gr's Bundles and sets Ready.
+func (h *handler) summarize(gr *fleet.GitRepo, status *fleet.GitRepoStatus) {
+	bundles, err := h.bundles.List(gr.Namespace, labels.SelectorFromSet(labels.Set{hubctl.RepoLabel: gr.Name}))
+	if err != nil {
+		return
+	}
+	sort.Slice(bundles, func(i, j int) bool { return bundles[i].Name < bundles[j].Name })
+	var sum fleet.BundleSummary
+	var notReady []string
+	state := ""
+	for _, b := range bundles {
+		s := b.Status.Summary
+		sum.DesiredReady += s.DesiredReady
+		sum.Ready += s.Ready
+		sum.NotReady += s.NotReady
+		sum.WaitApplied += s.WaitApplied
+		sum.ErrApplied += s.ErrApplied
+		sum.OutOfSync += s.OutOfSync
+		sum.Modified += s.Modified
+		sum.Pending += s.Pending
+		if s.Ready < s.DesiredReady || b.Status.ObservedGeneration != b.Generation {
+			notReady = append(notReady, b.Name)
+			if state == "" {
+				state = b.Status.Display.State
+			}
+		}
+	}
+	status.Summary = sum
+	status.Display.ReadyBundleDeployments = fmt.Sprintf("%d/%d", sum.Ready, sum.DesiredReady)
+	status.Display.State = state
+	accepted := conditions.Get(status.Conditions, ConditionAccepted)
+	switch {
+	case accepted == nil || accepted.Status != corev1.ConditionTrue:
+		msg := "not fetched yet"
+		if accepted != nil {
+			msg = accepted.Reason + ": " + accepted.Message
+		}
+		conditions.Set(&status.Conditions, fleet.ConditionReady, corev1.ConditionFalse, "NotAccepted", msg)
+	case len(notReady) > 0:
+		if len(notReady) > 3 {
+			notReady = append(notReady[:3], fmt.Sprintf("and %d more", len(notReady)-3))
+		}
+		conditions.Set(&status.Conditions, fleet.ConditionReady, corev1.ConditionFalse, "BundlesNotReady", "not ready: "+strings.Join(notReady, ", "))
+	default:
+		conditions.Set(&status.Conditions, fleet.ConditionReady, corev1.ConditionTrue, "", "")
+	}
+}
+
+func short(commit string) string {
+	if len(commit) > 12 {
+		return commit[:12]
+	}
+	return commit
+}
+
+type discard struct{}
+
+func (discard) Write(p []byte) (int, error) { return len(p), nil }

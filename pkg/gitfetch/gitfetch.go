@@ -1,0 +1,250 @@
+// Package gitfetch reads Git repositories for GitRepos, in the hub's process, with
+// go-git: the commit a branch or tag stands at (one small request, ls-remote), and a
+// shallow checkout of a commit into a folder. Repositories are outside input: only
+// http(s) URLs are taken (no local paths or file://), every connection goes through
+// the hub's address policy, and a checkout is bounded in size.
+package gitfetch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/config"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/transport"
+	"github.com/go-git/go-git/v5/plumbing/transport/client"
+	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
+	"github.com/go-git/go-git/v5/storage/memory"
+
+	"github.com/flotilla/flotilla/pkg/kubeconfig"
+)
+
+// Source is where a GitRepo's files come from.
+type Source struct {
+	// URL is the repository, http:// or https://.
+	URL string
+	// Branch is followed unless Revision is set; default "master".
+	Branch string
+	// Revision is a commit or a tag.
+	Revision string
+	// Username and Password authenticate over HTTP (basic auth), if set.
+	Username, Password string
+	// CABundle is the PEM CA of the server; InsecureSkipTLS skips the check.
+	CABundle        []byte
+	InsecureSkipTLS bool
+}
+
+// Reasons a fetch fails, for conditions.
+const (
+	ReasonAuthFailed         = "AuthFailed"
+	ReasonBranchNotFound     = "BranchNotFound"
+	ReasonRevisionNotFound   = "RevisionNotFound"
+	ReasonRepositoryNotFound = "RepositoryNotFound"
+	ReasonInvalidURL         = "InvalidURL"
+	ReasonAddressRefused     = "AddressRefused"
+	ReasonTooLarge           = "TooLarge"
+	ReasonTimedOut           = "TimedOut"
+	ReasonFetchFailed        = "FetchFailed"
+)
+
+// Error is a failed fetch with the reason a condition shows.
+type Error struct {
+	Reason string
+	Err    error
+}
+
+func (e *Error) Error() string { return e.Err.Error() }
+func (e *Error) Unwrap() error { return e.Err }
+
+// ReasonOf is the reason of err for a condition.
+func ReasonOf(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Reason
+	}
+	return ReasonFetchFailed
+}
+
+// Install makes go-git's http and https transports connect only where policy
+// allows, with timeouts. The hub calls it once, before fetching.
+func Install(policy *kubeconfig.AddressPolicy) {
+	dialer := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second, Control: policy.Control}
+	tr := &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           dialer.DialContext,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ResponseHeaderTimeout: time.Minute,
+		MaxIdleConnsPerHost:   4,
+		IdleConnTimeout:       90 * time.Second,
+	}
+	c := githttp.NewClient(&http.Client{Transport: tr})
+	client.InstallProtocol("https", c)
+	client.InstallProtocol("http", c)
+}
+
+var fullCommit = regexp.MustCompile(`^[0-9a-f]{40}$`)
+
+// CheckURL refuses what is not an http(s) URL of a host: local paths, file://, ssh
+// (not supported yet) and URLs with credentials in them.
+func CheckURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return &Error{ReasonInvalidURL, fmt.Errorf("repo %q is not a URL: %w", raw, err)}
+	}
+	if u.Scheme != "https" && u.Scheme != "http" {
+		return &Error{ReasonInvalidURL, fmt.Errorf("repo %q: only https:// and http:// repositories are supported", raw)}
+	}
+	if u.Host == "" {
+		return &Error{ReasonInvalidURL, fmt.Errorf("repo %q has no host", raw)}
+	}
+	if u.User != nil {
+		return &Error{ReasonInvalidURL, fmt.Errorf("repo %q holds a credential: put it in the Secret clientSecretName names", u.Redacted())}
+	}
+	return nil
+}
+
+func (s Source) branch() string {
+	if s.Branch == "" {
+		return "master"
+	}
+	return s.Branch
+}
+
+func (s Source) auth() transport.AuthMethod {
+	if s.Username == "" && s.Password == "" {
+		return nil
+	}
+	return &githttp.BasicAuth{Username: s.Username, Password: s.Password}
+}
+
+// Head is the commit the source stands at: its branch's, or its revision's.
+func Head(ctx context.Context, s Source) (string, error) {
+	if err := CheckURL(s.URL); err != nil {
+		return "", err
+	}
+	if fullCommit.MatchString(s.Revision) {
+		return s.Revision, nil
+	}
+	remote := git.NewRemote(memory.NewStorage(), &config.RemoteConfig{Name: "origin", URLs: []string{s.URL}})
+	refs, err := remote.ListContext(ctx, &git.ListOptions{Auth: s.auth(), CABundle: s.CABundle, InsecureSkipTLS: s.InsecureSkipTLS,
+		PeelingOption: git.AppendPeeled})
+	if err != nil {
+		return "", classify(ctx, s, err)
+	}
+	want, reason := plumbing.NewBranchReferenceName(s.branch()), ReasonBranchNotFound
+	if s.Revision != "" {
+		want, reason = plumbing.NewTagReferenceName(s.Revision), ReasonRevisionNotFound
+	}
+	var commit string
+	for _, ref := range refs {
+		switch ref.Name() {
+		case want:
+			if commit == "" {
+				commit = ref.Hash().String()
+			}
+		case want + "^{}": // an annotated tag, peeled to its commit
+			commit = ref.Hash().String()
+		}
+	}
+	if commit == "" {
+		if s.Revision != "" {
+			return "", &Error{reason, fmt.Errorf("revision %q not found in %s (a tag, or a full commit hash)", s.Revision, s.URL)}
+		}
+		return "", &Error{reason, fmt.Errorf("branch %q not found in %s", s.branch(), s.URL)}
+	}
+	return commit, nil
+}
+
+// Checkout writes the files of commit into dir, which must not exist, fetching as
+// little history as it can. It fails if the files take more than maxBytes.
+func Checkout(ctx context.Context, s Source, commit, dir string, maxBytes int64) error {
+	if err := CheckURL(s.URL); err != nil {
+		return err
+	}
+	opts := &git.CloneOptions{URL: s.URL, Auth: s.auth(), CABundle: s.CABundle, InsecureSkipTLS: s.InsecureSkipTLS,
+		Tags: git.NoTags, NoCheckout: true}
+	shallow := true
+	switch {
+	case s.Revision == "":
+		opts.ReferenceName, opts.SingleBranch, opts.Depth = plumbing.NewBranchReferenceName(s.branch()), true, 1
+	case !fullCommit.MatchString(s.Revision):
+		opts.ReferenceName, opts.SingleBranch, opts.Depth = plumbing.NewTagReferenceName(s.Revision), true, 1
+	default:
+		// A commit by hash: servers do not all serve one commit, so the history.
+		shallow = false
+	}
+	repo, err := git.PlainCloneContext(ctx, dir, false, opts)
+	if err != nil {
+		return classify(ctx, s, err)
+	}
+	wt, err := repo.Worktree()
+	if err != nil {
+		return err
+	}
+	hash := plumbing.NewHash(commit)
+	if err := wt.Checkout(&git.CheckoutOptions{Hash: hash, Force: true}); err != nil {
+		if shallow {
+			return &Error{ReasonFetchFailed, fmt.Errorf("checking out %s of %s: %w (the branch moved while fetching; it is fetched again)", commit, s.URL, err)}
+		}
+		return &Error{ReasonRevisionNotFound, fmt.Errorf("commit %s not found in %s: %w", commit, s.URL, err)}
+	}
+	// The repository's metadata is not part of any Bundle.
+	if err := os.RemoveAll(filepath.Join(dir, ".git")); err != nil {
+		return err
+	}
+	return checkSize(dir, maxBytes)
+}
+
+// checkSize fails when the files under dir take more than maxBytes.
+func checkSize(dir string, maxBytes int64) error {
+	var total int64
+	return filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.Type().IsRegular() {
+			info, err := d.Info()
+			if err != nil {
+				return err
+			}
+			total += info.Size()
+			if total > maxBytes {
+				return &Error{ReasonTooLarge, fmt.Errorf("the checkout takes more than %d bytes (--gitrepo-max-size)", maxBytes)}
+			}
+		}
+		return nil
+	})
+}
+
+// classify turns a go-git error into one with a reason a user can act on.
+func classify(ctx context.Context, s Source, err error) error {
+	var refused *kubeconfig.AddressError
+	switch {
+	case errors.As(err, &refused):
+		return &Error{ReasonAddressRefused, err}
+	case ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded):
+		return &Error{ReasonTimedOut, fmt.Errorf("fetching %s took too long: %w", s.URL, err)}
+	case errors.Is(err, transport.ErrAuthenticationRequired), errors.Is(err, transport.ErrAuthorizationFailed):
+		what := "no credential was given (clientSecretName)"
+		if s.Username != "" || s.Password != "" {
+			what = "the credential of clientSecretName was refused"
+		}
+		return &Error{ReasonAuthFailed, fmt.Errorf("%s: %s: %w", s.URL, what, err)}
+	case errors.Is(err, transport.ErrRepositoryNotFound):
+		return &Error{ReasonRepositoryNotFound, fmt.Errorf("%s: repository not found: %w", s.URL, err)}
+	case errors.Is(err, plumbing.ErrReferenceNotFound) || strings.Contains(err.Error(), "couldn't find remote ref"):
+		return &Error{ReasonBranchNotFound, fmt.Errorf("branch %q not found in %s", s.branch(), s.URL)}
+	}
+	return &Error{ReasonFetchFailed, fmt.Errorf("fetching %s: %w", s.URL, err)}
+}
