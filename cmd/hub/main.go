@@ -87,6 +87,7 @@ func newRootCommand() *cobra.Command {
 		kubeconfig    string
 		healthProbe   string
 		metricsAddr   string
+		webhookAddr   string
 		caFile        string
 		qps           float32
 		burst         int
@@ -143,6 +144,7 @@ cluster instead, installing or updating the fleet.cattle.io CRDs there itself.`,
 				ControlPlane:           cpConfig,
 				HealthProbeBindAddress: healthProbe,
 				MetricsBindAddress:     metricsAddr,
+				WebhookBindAddress:     webhookAddr,
 				QPS:                    qps,
 				Burst:                  burst,
 				LeaderElection:         election,
@@ -193,6 +195,7 @@ cluster instead, installing or updating the fleet.cattle.io CRDs there itself.`,
 	cmd.Flags().DurationVar(&election.LeaseDuration, "leader-elect-lease-duration", election.LeaseDuration, "how long standby replicas wait after the leader's last renewal before taking over")
 	cmd.Flags().DurationVar(&election.RenewDeadline, "leader-elect-renew-deadline", election.RenewDeadline, "how long the leader keeps trying to renew its Lease before it stops leading")
 	cmd.Flags().DurationVar(&election.RetryPeriod, "leader-elect-retry-period", election.RetryPeriod, "how often replicas try to acquire or renew the Lease")
+	cmd.Flags().StringVar(&webhookAddr, "webhook-bind-address", "0", "address of the endpoint for Git servers' push events (GitHub, GitLab, Gitea, Bitbucket), verified with the secrets of Secret cattle-fleet-system/gitjob-webhook; e.g. :8082; 0 turns it off")
 	cmd.Flags().StringVar(&metricsAddr, "metrics-bind-address", "127.0.0.1:8080", "address of the Prometheus /metrics endpoint (unauthenticated: loopback by default; :8080 for all interfaces); 0 turns it off")
 	cp.register(cmd, defaultDataDir("flotilla"), 6443)
 	cmd.AddCommand(newControlPlaneCommand(), newTokenCommand(), newClusterCommand(), newBundleCommand(), newApplyCommand(), newTestCommand())

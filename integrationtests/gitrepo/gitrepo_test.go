@@ -5,6 +5,9 @@ package gitrepo
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"net/http"
 	"net/http/cgi"
@@ -18,12 +21,14 @@ import (
 	"time"
 
 	"github.com/flotilla/flotilla/integrationtests/framework"
+	"github.com/flotilla/flotilla/internal/freeport"
 )
 
 const (
-	gitUser     = "git"
-	gitPassword = "s3cret"
-	workspace   = "fleet-default"
+	webhookSecret = "hook-s3cret"
+	gitUser       = "git"
+	gitPassword   = "s3cret"
+	workspace     = "fleet-default"
 )
 
 // gitServer is a bare repository served over HTTP with basic auth, and a clone of
@@ -160,7 +165,12 @@ func accepted(t *testing.T, hub *framework.Hub, name, status string) (string, st
 
 func TestAGitRepoDeploysFleetExamplesAndFollowsItsBranch(t *testing.T) {
 	git := startGitServer(t)
-	hub := framework.StartHub(t, "--gitrepo-allowed-networks=127.0.0.0/8")
+	webhookPort, err := freeport.Pick()
+	if err != nil {
+		t.Fatal(err)
+	}
+	webhookURL := fmt.Sprintf("http://127.0.0.1:%d/", webhookPort)
+	hub := framework.StartHub(t, "--gitrepo-allowed-networks=127.0.0.0/8", fmt.Sprintf("--webhook-bind-address=127.0.0.1:%d", webhookPort))
 	clusters := framework.RegisterSimulatedClusters(t, hub, workspace, map[string]string{"dev": "dev", "prod": "prod"})
 	var dev, prod *framework.Downstream
 	for _, c := range clusters {
@@ -214,6 +224,39 @@ func TestAGitRepoDeploysFleetExamplesAndFollowsItsBranch(t *testing.T) {
 		t.Errorf("%d fetches of an unchanged branch in 5 s", after-before)
 	}
 
+	// A push event reaches a GitRepo that polls only hourly at once; a forged one
+	// does nothing.
+	git.write("hooked/cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: hooked\n")
+	git.commit("a folder for the webhook")
+	hub.MustKubectl("", "-n", "cattle-fleet-system", "create", "secret", "generic", "gitjob-webhook", "--from-literal=github="+webhookSecret)
+	hooked := strings.Replace(gitRepo("hooked", git.URL, "main", "git-auth", "hooked"), "pollingInterval: 2s", "pollingInterval: 1h", 1)
+	hub.MustKubectl(hooked, "apply", "-f", "-")
+	if out, err := hub.Kubectl("", "-n", workspace, "wait", "--for=condition=Ready", "gitrepos.fleet.cattle.io/hooked", "--timeout=120s"); err != nil {
+		t.Fatalf("GitRepo hooked not Ready: %v\n%s", err, out)
+	}
+	git.write("hooked/cm2.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: from-a-webhook\n")
+	hookedCommit := git.commit("a ConfigMap announced by a webhook")
+	event := fmt.Sprintf(`{"ref":"refs/heads/main","after":%q,"repository":{"html_url":%q,"clone_url":%q}}`, hookedCommit, strings.TrimSuffix(git.URL, ".git"), git.URL)
+	if status := postEvent(t, webhookURL, event, "forged"); status != http.StatusUnauthorized {
+		t.Errorf("a forged event was answered %d", status)
+	}
+	time.Sleep(3 * time.Second)
+	if out, _ := dev.Kubectl("", "get", "configmaps", "-A", "--field-selector", "metadata.name=from-a-webhook", "-o", "name"); out != "" {
+		t.Fatalf("a forged event triggered a fetch: %s", out)
+	}
+	announced := time.Now()
+	if status := postEvent(t, webhookURL, event, webhookSecret); status != http.StatusOK {
+		t.Fatalf("the push event was answered %d", status)
+	}
+	framework.Eventually(t, "the ConfigMap a webhook announced downstream", time.Minute, func(ctx context.Context) error {
+		out, err := dev.Kubectl("", "get", "configmaps", "-A", "--field-selector", "metadata.name=from-a-webhook", "-o", "name")
+		if err != nil || out == "" {
+			return fmt.Errorf("not yet (%v)", err)
+		}
+		return nil
+	})
+	t.Logf("push event to the object downstream (polling hourly): %s", time.Since(announced).Round(100*time.Millisecond))
+
 	// What goes wrong says why.
 	hub.MustKubectl("", "-n", workspace, "create", "secret", "generic", "wrong-auth", "--type=kubernetes.io/basic-auth",
 		"--from-literal=username="+gitUser, "--from-literal=password=wrong")
@@ -255,4 +298,23 @@ func TestAGitRepoDeploysFleetExamplesAndFollowsItsBranch(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// postEvent sends a GitHub push event signed with secret and returns the status.
+func postEvent(t *testing.T, url, body, secret string) int {
+	t.Helper()
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write([]byte(body))
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("X-GitHub-Event", "push")
+	req.Header.Set("X-Hub-Signature-256", "sha256="+hex.EncodeToString(mac.Sum(nil)))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
 }

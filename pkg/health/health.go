@@ -39,11 +39,20 @@ func (h *Server) Serve(ctx context.Context, addr string) error {
 		}
 		fmt.Fprintln(w, "ok")
 	})
+	return ServeHTTP(ctx, addr, "--health-probe-bind-address", "/healthz and /readyz", mux)
+}
+
+// ServeHTTP serves handler on addr until ctx ends (an empty addr or "0" turns it
+// off); flag and what name the address and what is served in errors and logs.
+func ServeHTTP(ctx context.Context, addr, flag, what string, handler http.Handler) error {
+	if addr == "" || addr == "0" {
+		return nil
+	}
 	listener, err := net.Listen("tcp", addr)
 	if err != nil {
-		return fmt.Errorf("--health-probe-bind-address %s: %w", addr, err)
+		return fmt.Errorf("%s %s: %w", flag, addr, err)
 	}
-	server := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	server := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute}
 	go func() {
 		<-ctx.Done()
 		shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -52,9 +61,9 @@ func (h *Server) Serve(ctx context.Context, addr string) error {
 	}()
 	go func() {
 		if err := server.Serve(listener); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			logrus.WithError(err).Error("Health probe server stopped")
+			logrus.WithError(err).WithField("serving", what).Error("Server stopped")
 		}
 	}()
-	logrus.WithField("address", listener.Addr().String()).Info("Serving /healthz and /readyz")
+	logrus.WithField("address", listener.Addr().String()).Info("Serving " + what)
 	return nil
 }

@@ -25,12 +25,14 @@ import (
 	"github.com/flotilla/flotilla/pkg/controllers"
 	"github.com/flotilla/flotilla/pkg/controlplane"
 	"github.com/flotilla/flotilla/pkg/crds"
+	"github.com/flotilla/flotilla/pkg/generated/clientset/versioned"
 	"github.com/flotilla/flotilla/pkg/health"
 	"github.com/flotilla/flotilla/pkg/kubeconfig"
 	"github.com/flotilla/flotilla/pkg/leader"
 	"github.com/flotilla/flotilla/pkg/metrics"
 	"github.com/flotilla/flotilla/pkg/names"
 	"github.com/flotilla/flotilla/pkg/node/launch"
+	"github.com/flotilla/flotilla/pkg/webhook"
 )
 
 // Options configure a hub.
@@ -52,6 +54,9 @@ type Options struct {
 	// MetricsBindAddress is where /metrics is served; "0" turns it off. Every
 	// replica serves it, leading or not.
 	MetricsBindAddress string
+	// WebhookBindAddress is where Git servers' push events are received; "0" turns
+	// it off.
+	WebhookBindAddress string
 	// Profiling serves the hub's Go profiles at /debug/pprof on MetricsBindAddress.
 	Profiling bool
 	// LeaderElection times the hub's Lease; zero fields take leader.DefaultConfig's.
@@ -127,6 +132,14 @@ func Run(ctx context.Context, opts Options) error {
 		return err
 	}
 	if err := ensureNamespaces(ctx, client, names.SystemNamespace, names.RegistrationNamespace); err != nil {
+		return err
+	}
+	fleetClient, err := versioned.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	hook := &webhook.Handler{Fleet: fleetClient, Kube: client, Namespace: names.SystemNamespace, Log: logrus.WithField("component", "webhook")}
+	if err := health.ServeHTTP(ctx, opts.WebhookBindAddress, "--webhook-bind-address", "Git push events", hook); err != nil {
 		return err
 	}
 	probes.SetReady(true)

@@ -96,10 +96,15 @@ func Register(ctx context.Context, settings Settings, repos fleetcontrollers.Git
 }
 
 // Poll says whether a GitRepo's repository is to be looked at now: its spec or
-// forceSyncGeneration changed, or the last look failed, or its polling interval has
-// passed (unless polling is off).
+// forceSyncGeneration changed, a push event since the last look named another
+// commit, the last look failed, or its polling interval has passed (unless polling
+// is off).
 func Poll(gr *fleet.GitRepo, lastPolled, now time.Time, interval time.Duration) bool {
 	if gr.Status.ObservedGeneration != gr.Generation || gr.Status.UpdateGeneration != gr.Spec.ForceSyncGeneration || gr.Status.Commit == "" {
+		return true
+	}
+	// A push event named a commit not deployed yet: look now, polling or not.
+	if gr.Status.WebhookCommit != "" && gr.Status.WebhookCommit != gr.Status.Commit && gr.Status.LastWebhookTime.After(lastPolled) {
 		return true
 	}
 	if c := conditions.Get(gr.Status.Conditions, ConditionAccepted); c == nil || c.Status != corev1.ConditionTrue {

@@ -86,3 +86,27 @@ func TestPathsStayInTheCheckout(t *testing.T) {
 		})
 	}
 }
+
+func TestPollOnAPushEvent(t *testing.T) {
+	now := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
+	accepted := []fleet.Condition{{Type: ConditionAccepted, Status: corev1.ConditionTrue}}
+	repo := func(webhook string, at time.Time, disable bool) *fleet.GitRepo {
+		return &fleet.GitRepo{Spec: fleet.GitRepoSpec{DisablePolling: disable},
+			Status: fleet.GitRepoStatus{Commit: "aaa", Conditions: accepted, WebhookCommit: webhook, LastWebhookTime: metav1.NewTime(at)}}
+	}
+	for _, tc := range []struct {
+		name string
+		gr   *fleet.GitRepo
+		want bool
+	}{
+		{"a new commit pushed since the last look", repo("bbb", now.Add(-time.Second), true), true},
+		{"the commit deployed", repo("aaa", now.Add(-time.Second), true), false},
+		{"a push before the last look", repo("bbb", now.Add(-time.Hour), true), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Poll(tc.gr, now.Add(-time.Minute), now, time.Hour); got != tc.want {
+				t.Errorf("Poll = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

@@ -122,6 +122,13 @@ type GitRepoStatus struct {
 	// Commit is the commit whose Bundles were last written.
 	// +optional
 	Commit string `json:"commit,omitempty"`
+	// WebhookCommit is the commit the last verified push event named; a commit
+	// other than Commit makes the hub look at the repository at once.
+	// +optional
+	WebhookCommit string `json:"webhookCommit,omitempty"`
+	// LastWebhookTime is when the last verified push event came.
+	// +optional
+	LastWebhookTime metav1.Time `json:"lastWebhookTime,omitempty"`
 	// LastPollingTime is when the repository was last looked at.
 	// +optional
 	LastPollingTime metav1.Time `json:"lastPollingTriggered,omitempty"`

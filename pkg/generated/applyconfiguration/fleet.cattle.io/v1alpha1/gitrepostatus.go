@@ -34,6 +34,11 @@ type GitRepoStatusApplyConfiguration struct {
 	UpdateGeneration *int64 `json:"updateGeneration,omitempty"`
 	// Commit is the commit whose Bundles were last written.
 	Commit *string `json:"commit,omitempty"`
+	// WebhookCommit is the commit the last verified push event named; a commit
+	// other than Commit makes the hub look at the repository at once.
+	WebhookCommit *string `json:"webhookCommit,omitempty"`
+	// LastWebhookTime is when the last verified push event came.
+	LastWebhookTime *v1.Time `json:"lastWebhookTime,omitempty"`
 	// LastPollingTime is when the repository was last looked at.
 	LastPollingTime *v1.Time `json:"lastPollingTriggered,omitempty"`
 	// Conditions: Ready (its Bundles are), Accepted (the last fetch and read worked;
@@ -72,6 +77,22 @@ func (b *GitRepoStatusApplyConfiguration) WithUpdateGeneration(value int64) *Git
 // If called multiple times, the Commit field is set to the value of the last call.
 func (b *GitRepoStatusApplyConfiguration) WithCommit(value string) *GitRepoStatusApplyConfiguration {
 	b.Commit = &value
+	return b
+}
+
+// WithWebhookCommit sets the WebhookCommit field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the WebhookCommit field is set to the value of the last call.
+func (b *GitRepoStatusApplyConfiguration) WithWebhookCommit(value string) *GitRepoStatusApplyConfiguration {
+	b.WebhookCommit = &value
+	return b
+}
+
+// WithLastWebhookTime sets the LastWebhookTime field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the LastWebhookTime field is set to the value of the last call.
+func (b *GitRepoStatusApplyConfiguration) WithLastWebhookTime(value v1.Time) *GitRepoStatusApplyConfiguration {
+	b.LastWebhookTime = &value
 	return b
 }
 
