@@ -156,7 +156,7 @@ func (h *handler) onChange(key string, gr *fleet.GitRepo) (*fleet.GitRepo, error
 		}
 		gr = written
 	}
-	if !gr.Spec.DisablePolling || conditions.Get(gr.Status.Conditions, ConditionAccepted).Status != corev1.ConditionTrue {
+	if c := conditions.Get(gr.Status.Conditions, ConditionAccepted); !gr.Spec.DisablePolling || c == nil || c.Status != corev1.ConditionTrue {
 		h.repos.EnqueueAfter(gr.Namespace, gr.Name, interval)
 	}
 	return gr, nil
