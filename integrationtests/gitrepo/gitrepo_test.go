@@ -34,10 +34,11 @@ const (
 // gitServer is a bare repository served over HTTP with basic auth, and a clone of
 // it that tests commit to and push from.
 type gitServer struct {
-	t     *testing.T
-	URL   string // of the repository
-	work  string
-	pulls atomic.Int64
+	t       *testing.T
+	URL     string // of the repository
+	work    string
+	pulls   atomic.Int64
+	refused atomic.Int64
 }
 
 func startGitServer(t *testing.T) *gitServer {
@@ -53,6 +54,7 @@ func startGitServer(t *testing.T) *gitServer {
 	backend := &cgi.Handler{Path: gitPath, Args: []string{"http-backend"}, Env: []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1"}}
 	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if user, password, ok := r.BasicAuth(); !ok || user != gitUser || password != gitPassword {
+			s.refused.Add(1)
 			w.Header().Set("WWW-Authenticate", `Basic realm="git"`)
 			http.Error(w, "unauthorized", http.StatusUnauthorized)
 			return
@@ -281,6 +283,16 @@ func TestAGitRepoDeploysFleetExamplesAndFollowsItsBranch(t *testing.T) {
 		if name == "broken" && !strings.Contains(message, "fleet.yaml") {
 			t.Errorf("broken: the message does not name the file: %s", message)
 		}
+	}
+
+	// A GitRepo that fails is looked at again at its polling interval (2 s), not in a
+	// loop set off by its own status writes.
+	before = git.refused.Load()
+	time.Sleep(6 * time.Second)
+	if tries := git.refused.Load() - before; tries > 6 {
+		t.Errorf("the wrong password was tried %d times in 6 s with a 2 s polling interval", tries)
+	} else {
+		t.Logf("the wrong password was tried %d times in 6 s", tries)
 	}
 
 	// Deleting the GitRepo deletes its Bundles, and their objects downstream.

@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-git/go-git/v5"
@@ -81,7 +82,8 @@ func ReasonOf(err error) string {
 func Install(policy *kubeconfig.AddressPolicy) {
 	dialer := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second, Control: policy.Control}
 	tr := &http.Transport{
-		Proxy:                 http.ProxyFromEnvironment,
+		// No proxy: the policy must see the address actually dialled.
+		Proxy:                 nil,
 		DialContext:           dialer.DialContext,
 		TLSHandshakeTimeout:   10 * time.Second,
 		ResponseHeaderTimeout: time.Minute,
@@ -91,7 +93,14 @@ func Install(policy *kubeconfig.AddressPolicy) {
 	c := githttp.NewClient(&http.Client{Transport: tr})
 	client.InstallProtocol("https", c)
 	client.InstallProtocol("http", c)
+	installed.Store(&http.Client{Transport: tr, Timeout: 5 * time.Minute})
 }
+
+var installed atomic.Pointer[http.Client]
+
+// HTTPClient is a client under the policy Install was given, for what a GitRepo's
+// folders download (charts); nil before Install.
+func HTTPClient() *http.Client { return installed.Load() }
 
 var fullCommit = regexp.MustCompile(`^[0-9a-f]{40}$`)
 

@@ -196,6 +196,12 @@ func saveBundle(ctx context.Context, client versioned.Interface, b *fleet.Bundle
 	if err != nil {
 		return fmt.Errorf("reading Bundle %s/%s: %w", b.Namespace, b.Name, err)
 	}
+	if want := metav1.GetControllerOfNoCopy(b); want != nil {
+		// A GitRepo's Bundle: only one it made itself is updated.
+		if have := metav1.GetControllerOfNoCopy(existing); have == nil || have.UID != want.UID {
+			return fmt.Errorf("Bundle %s/%s exists and was not made by %s %s: give the folder another name (fleet.yaml name:)", b.Namespace, b.Name, want.Kind, want.Name)
+		}
+	}
 	if owner := existing.Labels[RepoLabel]; owner != "" && owner != b.Labels[RepoLabel] {
 		return fmt.Errorf("Bundle %s/%s belongs to %s (label %s), not to this apply: give the folder another name (fleet.yaml name:) or delete that Bundle", b.Namespace, b.Name, owner, RepoLabel)
 	}
@@ -241,6 +247,12 @@ func prune(ctx context.Context, client versioned.Interface, opts ApplyOptions, k
 	for _, b := range list.Items {
 		if keep[b.Name] {
 			continue
+		}
+		if opts.Owner != nil {
+			// A GitRepo prunes only the Bundles it made.
+			if have := metav1.GetControllerOfNoCopy(&b); have == nil || have.UID != opts.Owner.UID {
+				continue
+			}
 		}
 		if err := bundles.Delete(ctx, b.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("deleting Bundle %s/%s: %w", b.Namespace, b.Name, err))

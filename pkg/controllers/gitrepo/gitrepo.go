@@ -70,9 +70,21 @@ type handler struct {
 	events   record.EventRecorder
 
 	mu sync.Mutex
-	// polled is when each GitRepo's repository was last looked at.
-	polled map[string]time.Time
+	// polled is each GitRepo's last look at its repository.
+	polled map[string]Attempt
 }
+
+// Attempt is a look at a GitRepo's repository: when, and for which spec.
+type Attempt struct {
+	At                              time.Time
+	Generation, ForceSyncGeneration int64
+}
+
+// MinPollingInterval is the shortest polling interval a GitRepo gets.
+const MinPollingInterval = time.Second
+
+// maxMessage bounds a failure's message in the status and events.
+const maxMessage = 1024
 
 // Register starts turning GitRepos into Bundles.
 func Register(ctx context.Context, settings Settings, repos fleetcontrollers.GitRepoController, bundles fleetcontrollers.BundleController,
@@ -84,7 +96,7 @@ func Register(ctx context.Context, settings Settings, repos fleetcontrollers.Git
 		settings.FetchTimeout = 2 * time.Minute
 	}
 	h := &handler{settings: settings, repos: repos, bundles: bundles.Cache(), secrets: secrets, client: client, events: events,
-		polled: map[string]time.Time{}}
+		polled: map[string]Attempt{}}
 	repos.OnChange(ctx, "gitrepo", h.onChange)
 	// A Bundle's state changes the summary of its GitRepo.
 	bundles.OnChange(ctx, "gitrepo-bundles", func(_ string, b *fleet.Bundle) (*fleet.Bundle, error) {
@@ -95,32 +107,36 @@ func Register(ctx context.Context, settings Settings, repos fleetcontrollers.Git
 	})
 }
 
-// Poll says whether a GitRepo's repository is to be looked at now: its spec or
-// forceSyncGeneration changed, a push event since the last look named another
-// commit, the last look failed, or its polling interval has passed (unless polling
-// is off).
-func Poll(gr *fleet.GitRepo, lastPolled, now time.Time, interval time.Duration) bool {
-	if gr.Status.ObservedGeneration != gr.Generation || gr.Status.UpdateGeneration != gr.Spec.ForceSyncGeneration || gr.Status.Commit == "" {
+// Poll says whether a GitRepo's repository is to be looked at now, given the last
+// look: at once for a spec (or forceSyncGeneration) not looked at yet, or a push
+// event since the last look that named a commit not deployed; otherwise once the
+// polling interval has passed since the last look, when polling is on or the last
+// look failed. A failure is never retried sooner, whatever writes the GitRepo.
+func Poll(gr *fleet.GitRepo, last Attempt, now time.Time, interval time.Duration) bool {
+	if last.At.IsZero() || last.Generation != gr.Generation || last.ForceSyncGeneration != gr.Spec.ForceSyncGeneration {
 		return true
 	}
-	// A push event named a commit not deployed yet: look now, polling or not.
-	if gr.Status.WebhookCommit != "" && gr.Status.WebhookCommit != gr.Status.Commit && gr.Status.LastWebhookTime.After(lastPolled) {
+	// Event times have seconds only: an event in the second of the last look counts.
+	if gr.Status.WebhookCommit != "" && gr.Status.WebhookCommit != gr.Status.Commit && !gr.Status.LastWebhookTime.Time.Before(last.At.Truncate(time.Second)) &&
+		now.Sub(last.At) >= MinPollingInterval {
 		return true
 	}
-	if c := conditions.Get(gr.Status.Conditions, ConditionAccepted); c == nil || c.Status != corev1.ConditionTrue {
-		return !now.Before(lastPolled.Add(interval))
+	failed := true
+	if c := conditions.Get(gr.Status.Conditions, ConditionAccepted); c != nil && c.Status == corev1.ConditionTrue {
+		failed = false
 	}
-	if gr.Spec.DisablePolling {
+	if gr.Spec.DisablePolling && !failed {
 		return false
 	}
-	return !now.Before(lastPolled.Add(interval))
+	return !now.Before(last.At.Add(interval))
 }
 
 func (h *handler) interval(gr *fleet.GitRepo) time.Duration {
+	interval := h.settings.PollingInterval
 	if gr.Spec.PollingInterval != nil && gr.Spec.PollingInterval.Duration > 0 {
-		return gr.Spec.PollingInterval.Duration
+		interval = gr.Spec.PollingInterval.Duration
 	}
-	return h.settings.PollingInterval
+	return max(interval, MinPollingInterval)
 }
 
 func (h *handler) onChange(key string, gr *fleet.GitRepo) (*fleet.GitRepo, error) {
@@ -141,9 +157,10 @@ func (h *handler) onChange(key string, gr *fleet.GitRepo) (*fleet.GitRepo, error
 	now := time.Now()
 	if Poll(gr, last, now, interval) {
 		h.mu.Lock()
-		h.polled[key] = now
+		h.polled[key] = Attempt{At: now, Generation: gr.Generation, ForceSyncGeneration: gr.Spec.ForceSyncGeneration}
 		h.mu.Unlock()
-		status.LastPollingTime = metav1.NewTime(now)
+		// Seconds, as the API keeps them: a look that changes nothing writes nothing.
+		status.LastPollingTime = metav1.NewTime(now.Truncate(time.Second))
 		h.sync(gr, status)
 	}
 	h.summarize(gr, status)
@@ -172,10 +189,14 @@ func (h *handler) sync(gr *fleet.GitRepo, status *fleet.GitRepoStatus) {
 		if errors.As(err, &r) {
 			reason = r.reason
 		}
-		if conditions.Set(&status.Conditions, ConditionAccepted, corev1.ConditionFalse, reason, err.Error()) {
-			h.events.Event(gr, corev1.EventTypeWarning, reason, err.Error())
+		msg := err.Error()
+		if len(msg) > maxMessage {
+			msg = msg[:maxMessage] + "..."
 		}
-		status.Display.Error, status.Display.Message = true, err.Error()
+		if conditions.Set(&status.Conditions, ConditionAccepted, corev1.ConditionFalse, reason, msg) {
+			h.events.Event(gr, corev1.EventTypeWarning, reason, msg)
+		}
+		status.Display.Error, status.Display.Message = true, msg
 		return
 	}
 	conditions.Set(&status.Conditions, ConditionAccepted, corev1.ConditionTrue, "", "")
@@ -233,6 +254,8 @@ func (h *handler) fetchAndWrite(gr *fleet.GitRepo, status *fleet.GitRepoStatus) 
 			SyncGeneration:  gr.Spec.ForceSyncGeneration,
 			CorrectDrift:    gr.Spec.CorrectDrift,
 			MaxSize:         h.settings.MaxBundleSize,
+			// Charts a fleet.yaml names are fetched under the same address policy.
+			HTTPClient: gitfetch.HTTPClient(),
 		},
 	}
 	bundles, err := hubctl.ReadBundles(ctx, opts)

@@ -17,28 +17,60 @@ func TestPoll(t *testing.T) {
 	now := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
 	accepted := []fleet.Condition{{Type: ConditionAccepted, Status: corev1.ConditionTrue}}
 	refused := []fleet.Condition{{Type: ConditionAccepted, Status: corev1.ConditionFalse, Reason: "AuthFailed"}}
-	repo := func(generation, observed, force, updated int64, commit string, conds []fleet.Condition, disable bool) *fleet.GitRepo {
+	repo := func(generation, force int64, conds []fleet.Condition, disable bool) *fleet.GitRepo {
 		return &fleet.GitRepo{ObjectMeta: metav1.ObjectMeta{Generation: generation},
 			Spec:   fleet.GitRepoSpec{ForceSyncGeneration: force, DisablePolling: disable},
-			Status: fleet.GitRepoStatus{ObservedGeneration: observed, UpdateGeneration: updated, Commit: commit, Conditions: conds}}
+			Status: fleet.GitRepoStatus{Commit: "abc", Conditions: conds}}
+	}
+	looked := func(ago time.Duration, generation, force int64) Attempt {
+		return Attempt{At: now.Add(-ago), Generation: generation, ForceSyncGeneration: force}
 	}
 	for _, tc := range []struct {
-		name   string
-		gr     *fleet.GitRepo
-		polled time.Duration // ago
-		want   bool
+		name string
+		gr   *fleet.GitRepo
+		last Attempt
+		want bool
 	}{
-		{"never fetched", repo(1, 0, 0, 0, "", nil, false), 0, true},
-		{"spec changed", repo(2, 1, 0, 0, "abc", accepted, false), 0, true},
-		{"forceSyncGeneration raised", repo(1, 1, 1, 0, "abc", accepted, false), 0, true},
-		{"within the interval", repo(1, 1, 0, 0, "abc", accepted, false), 5 * time.Second, false},
-		{"the interval has passed", repo(1, 1, 0, 0, "abc", accepted, false), 15 * time.Second, true},
-		{"polling off", repo(1, 1, 0, 0, "abc", accepted, true), time.Hour, false},
-		{"a failure is retried at the interval, polling off or not", repo(1, 1, 0, 0, "abc", refused, true), 15 * time.Second, true},
-		{"but not sooner", repo(1, 1, 0, 0, "abc", refused, false), time.Second, false},
+		{"never looked at", repo(1, 0, nil, false), Attempt{}, true},
+		{"a spec not looked at yet", repo(2, 0, accepted, false), looked(time.Second, 1, 0), true},
+		{"forceSyncGeneration raised", repo(1, 1, accepted, false), looked(time.Second, 1, 0), true},
+		{"within the interval", repo(1, 0, accepted, false), looked(5*time.Second, 1, 0), false},
+		{"the interval has passed", repo(1, 0, accepted, false), looked(15*time.Second, 1, 0), true},
+		{"polling off", repo(1, 0, accepted, true), looked(time.Hour, 1, 0), false},
+		{"a failure is retried at the interval, polling off or not", repo(1, 0, refused, true), looked(15*time.Second, 1, 0), true},
+		{"a failure is not retried sooner, whatever writes the GitRepo", repo(2, 0, refused, false), looked(time.Second, 2, 0), false},
+		{"a first look that failed either", repo(1, 0, nil, false), looked(time.Second, 1, 0), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := Poll(tc.gr, now.Add(-tc.polled), now, 15*time.Second); got != tc.want {
+			if got := Poll(tc.gr, tc.last, now, 15*time.Second); got != tc.want {
+				t.Errorf("Poll = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestPollOnAPushEvent(t *testing.T) {
+	now := time.Date(2026, 12, 5, 12, 0, 0, 500, time.UTC)
+	accepted := []fleet.Condition{{Type: ConditionAccepted, Status: corev1.ConditionTrue}}
+	repo := func(webhook string, at time.Time) *fleet.GitRepo {
+		return &fleet.GitRepo{ObjectMeta: metav1.ObjectMeta{Generation: 1}, Spec: fleet.GitRepoSpec{DisablePolling: true},
+			Status: fleet.GitRepoStatus{Commit: "aaa", Conditions: accepted, WebhookCommit: webhook, LastWebhookTime: metav1.NewTime(at)}}
+	}
+	last := Attempt{At: now.Add(-time.Minute), Generation: 1}
+	for _, tc := range []struct {
+		name string
+		gr   *fleet.GitRepo
+		last Attempt
+		want bool
+	}{
+		{"a new commit pushed since the last look", repo("bbb", now.Add(-time.Second)), last, true},
+		{"the commit deployed", repo("aaa", now.Add(-time.Second)), last, false},
+		{"a push before the last look", repo("bbb", now.Add(-time.Hour)), last, false},
+		{"a push in the second of the last look", repo("bbb", now.Add(-2*time.Second).Truncate(time.Second)), Attempt{At: now.Add(-2 * time.Second), Generation: 1}, true},
+		{"but not more than once a second", repo("bbb", now.Truncate(time.Second)), Attempt{At: now.Add(-100 * time.Millisecond), Generation: 1}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Poll(tc.gr, tc.last, now, time.Hour); got != tc.want {
 				t.Errorf("Poll = %v, want %v", got, tc.want)
 			}
 		})
@@ -82,30 +114,6 @@ func TestPathsStayInTheCheckout(t *testing.T) {
 			}
 			if !strings.HasPrefix(text, tc.want) {
 				t.Errorf("Paths = %q, want %q", text, tc.want)
-			}
-		})
-	}
-}
-
-func TestPollOnAPushEvent(t *testing.T) {
-	now := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
-	accepted := []fleet.Condition{{Type: ConditionAccepted, Status: corev1.ConditionTrue}}
-	repo := func(webhook string, at time.Time, disable bool) *fleet.GitRepo {
-		return &fleet.GitRepo{Spec: fleet.GitRepoSpec{DisablePolling: disable},
-			Status: fleet.GitRepoStatus{Commit: "aaa", Conditions: accepted, WebhookCommit: webhook, LastWebhookTime: metav1.NewTime(at)}}
-	}
-	for _, tc := range []struct {
-		name string
-		gr   *fleet.GitRepo
-		want bool
-	}{
-		{"a new commit pushed since the last look", repo("bbb", now.Add(-time.Second), true), true},
-		{"the commit deployed", repo("aaa", now.Add(-time.Second), true), false},
-		{"a push before the last look", repo("bbb", now.Add(-time.Hour), true), false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := Poll(tc.gr, now.Add(-time.Minute), now, time.Hour); got != tc.want {
-				t.Errorf("Poll = %v, want %v", got, tc.want)
 			}
 		})
 	}
