@@ -52,6 +52,12 @@ func ServeHTTP(ctx context.Context, addr, flag, what string, handler http.Handle
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", flag, addr, err)
 	}
+	ServeListener(ctx, listener, what, handler)
+	return nil
+}
+
+// ServeListener serves handler on listener until ctx ends, in the background.
+func ServeListener(ctx context.Context, listener net.Listener, what string, handler http.Handler) {
 	server := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute}
 	go func() {
 		<-ctx.Done()
@@ -65,5 +71,4 @@ func ServeHTTP(ctx context.Context, addr, flag, what string, handler http.Handle
 		}
 	}()
 	logrus.WithField("address", listener.Addr().String()).Info("Serving " + what)
-	return nil
 }

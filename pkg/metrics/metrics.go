@@ -6,17 +6,17 @@ package metrics
 
 import (
 	"context"
-	"errors"
 	"net"
 	"net/http"
 	"net/http/pprof"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	lassometrics "github.com/rancher/lasso/pkg/metrics"
 	"github.com/sirupsen/logrus"
+
+	"github.com/flotilla/flotilla/pkg/health"
 )
 
 // Registry holds Flotilla's metrics (not the global registry, which Kubernetes
@@ -99,19 +99,7 @@ func Serve(ctx context.Context, addr string, profiling bool) error {
 		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
-	server := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go func() {
-		<-ctx.Done()
-		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = server.Shutdown(shutdown)
-	}()
-	go func() {
-		if err := server.Serve(listener); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			logrus.WithError(err).Error("Metrics server stopped")
-		}
-	}()
-	logrus.WithField("address", listener.Addr().String()).Info("Serving /metrics")
+	health.ServeListener(ctx, listener, "/metrics", mux)
 	return nil
 }
 
