@@ -180,7 +180,9 @@ cluster instead, installing or updating the fleet.cattle.io CRDs there itself.`,
 	cmd.Flags().StringSliceVar(&gitAllowed, "gitrepo-allowed-networks", nil, "CIDRs (or addresses) a GitRepo's repository may resolve to even though they are loopback, link-local or the hub's own API server, e.g. 127.0.0.0/8 for a Git server on the hub's machine")
 	cmd.Flags().DurationVar(&settings.GitRepo.PollingInterval, "gitrepo-polling-interval", gitrepo.DefaultPollingInterval, "how often a GitRepo's branch is looked at for a new commit, unless its spec.pollingInterval says")
 	cmd.Flags().DurationVar(&settings.GitRepo.FetchTimeout, "gitrepo-fetch-timeout", 2*time.Minute, "longest a GitRepo's fetch (a look at its branch, or a checkout) may take")
-	cmd.Flags().Int64Var(&settings.GitRepo.MaxCheckoutSize, "gitrepo-max-size", 256<<20, "bytes a GitRepo's checkout may take; a larger one is Accepted=False TooLarge")
+	cmd.Flags().Int64Var(&settings.GitRepo.MaxCheckoutSize, "gitrepo-max-size", 256<<20, "bytes a GitRepo's download, and its checked-out files, may each take; a larger one is Accepted=False TooLarge")
+	cmd.Flags().Int64Var(&settings.GitRepo.FetchMemory, "gitrepo-fetch-memory", 512<<20, "bytes of memory one checkout's worker process may take; a repository that needs more is Accepted=False TooLarge")
+	cmd.Flags().IntVar(&settings.GitRepo.ConcurrentFetches, "gitrepo-concurrent-fetches", 4, "checkouts run at the same time; more wait (looks at a branch are not counted)")
 	cmd.Flags().StringSliceVar(&importAllowed, "import-allowed-networks", nil, "CIDRs (or addresses) an imported cluster's kubeconfig server may resolve to even though they are loopback, link-local or the hub's own API server, e.g. 127.0.0.0/8 for downstream clusters on the hub's machine")
 	cmd.Flags().DurationVar(&settings.RequestRetention, "request-retention", settings.RequestRetention, "how long an answered (granted or refused) ClusterRegistrationRequest is kept, for its answer to be read, before the hub deletes it and its answer Secret")
 	cmd.Flags().StringVar(&settings.AgentImageRepository, "agent-image-repository", "", "image repository of the agents the hub deploys and upgrades (default: the agent chart's, flotilla/agent); a change upgrades every agent through its agent bundle")
@@ -198,7 +200,7 @@ cluster instead, installing or updating the fleet.cattle.io CRDs there itself.`,
 	cmd.Flags().StringVar(&webhookAddr, "webhook-bind-address", "0", "address of the endpoint for Git servers' push events (GitHub, GitLab, Gitea, Bitbucket), verified with the secrets of Secret cattle-fleet-system/gitjob-webhook; e.g. :8082; 0 turns it off")
 	cmd.Flags().StringVar(&metricsAddr, "metrics-bind-address", "127.0.0.1:8080", "address of the Prometheus /metrics endpoint (unauthenticated: loopback by default; :8080 for all interfaces); 0 turns it off")
 	cp.register(cmd, defaultDataDir("flotilla"), 6443)
-	cmd.AddCommand(newControlPlaneCommand(), newTokenCommand(), newClusterCommand(), newBundleCommand(), newApplyCommand(), newTestCommand())
+	cmd.AddCommand(newControlPlaneCommand(), newTokenCommand(), newClusterCommand(), newBundleCommand(), newApplyCommand(), newTestCommand(), newGitFetchWorkerCommand())
 	return cmd
 }
 

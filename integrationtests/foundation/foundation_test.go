@@ -49,6 +49,7 @@ var fleetCRDs = []string{
 	"clusterregistrationtokens.fleet.cattle.io",
 	"clusters.fleet.cattle.io",
 	"contents.fleet.cattle.io",
+	"gitreporestrictions.fleet.cattle.io",
 	"gitrepos.fleet.cattle.io",
 	"policies.fleet.cattle.io",
 }

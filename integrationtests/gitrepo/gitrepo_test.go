@@ -10,123 +10,36 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/http"
-	"net/http/cgi"
-	"net/http/httptest"
-	"os"
-	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/flotilla/flotilla/integrationtests/framework"
 	"github.com/flotilla/flotilla/internal/freeport"
+	"github.com/flotilla/flotilla/internal/gittest"
 )
 
 const (
+	// maxSize is the hub's --gitrepo-max-size in these tests.
+	maxSize       = 4 << 20
 	webhookSecret = "hook-s3cret"
+	ownSecret     = "own-hook-s3cret"
 	gitUser       = "git"
 	gitPassword   = "s3cret"
 	workspace     = "fleet-default"
 )
 
-// gitServer is a bare repository served over HTTP with basic auth, and a clone of
-// it that tests commit to and push from.
-type gitServer struct {
-	t       *testing.T
-	URL     string // of the repository
-	work    string
-	pulls   atomic.Int64
-	refused atomic.Int64
-}
-
-func startGitServer(t *testing.T) *gitServer {
+// startGitServer serves a copy of fleet-examples' single-cluster/manifests, as
+// Fleet users keep it, with basic auth.
+func startGitServer(t *testing.T) *gittest.Server {
 	t.Helper()
-	root := t.TempDir()
-	gitPath, err := exec.LookPath("git")
-	if err != nil {
-		t.Skip("no git on this machine")
-	}
-	s := &gitServer{t: t, work: filepath.Join(root, "work")}
-	s.git(root, "init", "--bare", "--initial-branch=main", "examples.git")
-	s.git(filepath.Join(root, "examples.git"), "config", "http.receivepack", "false")
-	backend := &cgi.Handler{Path: gitPath, Args: []string{"http-backend"}, Env: []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1"}}
-	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if user, password, ok := r.BasicAuth(); !ok || user != gitUser || password != gitPassword {
-			s.refused.Add(1)
-			w.Header().Set("WWW-Authenticate", `Basic realm="git"`)
-			http.Error(w, "unauthorized", http.StatusUnauthorized)
-			return
-		}
-		if strings.HasSuffix(r.URL.Path, "/git-upload-pack") {
-			s.pulls.Add(1)
-		}
-		backend.ServeHTTP(w, r)
-	}))
-	t.Cleanup(server.Close)
-	s.URL = server.URL + "/examples.git"
-
-	// The working copy: fleet-examples' manifests example, as Fleet users keep it.
-	s.git(root, "clone", filepath.Join(root, "examples.git"), "work")
-	s.git(s.work, "config", "user.email", "test@example.com")
-	s.git(s.work, "config", "user.name", "test")
-	src := filepath.Join(framework.RepoRoot(t), "integrationtests", "conformance", "testdata", "fleet-examples", "single-cluster", "manifests")
-	copyDir(t, src, filepath.Join(s.work, "single-cluster", "manifests"))
-	s.commit("fleet-examples single-cluster/manifests")
+	s := gittest.Start(t, gitUser, gitPassword)
+	s.CopyDir(filepath.Join(framework.RepoRoot(t), "integrationtests", "conformance", "testdata", "fleet-examples", "single-cluster", "manifests"),
+		filepath.Join("single-cluster", "manifests"))
+	s.Commit("fleet-examples single-cluster/manifests")
 	return s
-}
-
-func (s *gitServer) git(dir string, args ...string) string {
-	s.t.Helper()
-	cmd := exec.Command("git", args...)
-	cmd.Dir = dir
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		s.t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return strings.TrimSpace(string(out))
-}
-
-// commit commits everything in the working copy and pushes it; it returns the commit.
-func (s *gitServer) commit(message string) string {
-	s.t.Helper()
-	s.git(s.work, "add", "-A")
-	s.git(s.work, "commit", "-q", "-m", message)
-	s.git(s.work, "push", "-q", "origin", "HEAD")
-	return s.git(s.work, "rev-parse", "HEAD")
-}
-
-func (s *gitServer) write(path, content string) {
-	s.t.Helper()
-	full := filepath.Join(s.work, path)
-	if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-		s.t.Fatal(err)
-	}
-	if err := os.WriteFile(full, []byte(content), 0o644); err != nil {
-		s.t.Fatal(err)
-	}
-}
-
-func copyDir(t *testing.T, from, to string) {
-	t.Helper()
-	err := filepath.WalkDir(from, func(path string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(from, path)
-		if d.IsDir() {
-			return os.MkdirAll(filepath.Join(to, rel), 0o755)
-		}
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(filepath.Join(to, rel), data, 0o644)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 func gitRepo(name, url, branch, secret string, paths ...string) string {
@@ -148,9 +61,14 @@ func gitRepo(name, url, branch, secret string, paths ...string) string {
 // reason and message.
 func accepted(t *testing.T, hub *framework.Hub, name, status string) (string, string) {
 	t.Helper()
+	return acceptedIn(t, hub, workspace, name, status)
+}
+
+func acceptedIn(t *testing.T, hub *framework.Hub, namespace, name, status string) (string, string) {
+	t.Helper()
 	var reason, message string
 	framework.Eventually(t, name+" Accepted="+status, time.Minute, func(ctx context.Context) error {
-		out, err := hub.Kubectl("", "-n", workspace, "get", "gitrepos.fleet.cattle.io", name, "-o",
+		out, err := hub.Kubectl("", "-n", namespace, "get", "gitrepos.fleet.cattle.io", name, "-o",
 			`jsonpath={.status.conditions[?(@.type=="Accepted")].status}|{.status.conditions[?(@.type=="Accepted")].reason}|{.status.conditions[?(@.type=="Accepted")].message}`)
 		if err != nil {
 			return err
@@ -172,7 +90,8 @@ func TestAGitRepoDeploysFleetExamplesAndFollowsItsBranch(t *testing.T) {
 		t.Fatal(err)
 	}
 	webhookURL := fmt.Sprintf("http://127.0.0.1:%d/", webhookPort)
-	hub := framework.StartHub(t, "--gitrepo-allowed-networks=127.0.0.0/8", fmt.Sprintf("--webhook-bind-address=127.0.0.1:%d", webhookPort))
+	hub := framework.StartHub(t, "--gitrepo-allowed-networks=127.0.0.0/8", fmt.Sprintf("--webhook-bind-address=127.0.0.1:%d", webhookPort),
+		fmt.Sprintf("--gitrepo-max-size=%d", maxSize))
 	clusters := framework.RegisterSimulatedClusters(t, hub, workspace, map[string]string{"dev": "dev", "prod": "prod"})
 	var dev, prod *framework.Downstream
 	for _, c := range clusters {
@@ -204,9 +123,9 @@ func TestAGitRepoDeploysFleetExamplesAndFollowsItsBranch(t *testing.T) {
 	}
 
 	// A new commit reaches the cluster by polling.
-	git.write("single-cluster/manifests/extra/configmap.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: from-a-push\ndata:\n  pushed: \"yes\"\n")
+	git.Write("single-cluster/manifests/extra/configmap.yaml", []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: from-a-push\ndata:\n  pushed: \"yes\"\n"))
 	pushed := time.Now()
-	commit := git.commit("a ConfigMap")
+	commit := git.Commit("a ConfigMap")
 	framework.Eventually(t, "the pushed ConfigMap downstream", 2*time.Minute, func(ctx context.Context) error {
 		out, err := dev.Kubectl("", "get", "configmaps", "-A", "--field-selector", "metadata.name=from-a-push", "-o", "name")
 		if err != nil || out == "" {
@@ -220,34 +139,39 @@ func TestAGitRepoDeploysFleetExamplesAndFollowsItsBranch(t *testing.T) {
 	}
 
 	// An unchanged branch costs a look, not a fetch.
-	before := git.pulls.Load()
+	before := git.Pulls.Load()
 	time.Sleep(5 * time.Second)
-	if after := git.pulls.Load(); after != before {
+	if after := git.Pulls.Load(); after != before {
 		t.Errorf("%d fetches of an unchanged branch in 5 s", after-before)
 	}
 
 	// A push event reaches a GitRepo that polls only hourly at once; a forged one
-	// does nothing.
-	git.write("hooked/cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: hooked\n")
-	git.commit("a folder for the webhook")
+	// does nothing, and neither does one signed with the hub's secret for a GitRepo
+	// with a webhookSecret of its own.
+	git.Write("hooked/cm.yaml", []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: hooked\n"))
+	git.Commit("a folder for the webhook")
 	hub.MustKubectl("", "-n", "cattle-fleet-system", "create", "secret", "generic", "gitjob-webhook", "--from-literal=github="+webhookSecret)
-	hooked := strings.Replace(gitRepo("hooked", git.URL, "main", "git-auth", "hooked"), "pollingInterval: 2s", "pollingInterval: 1h", 1)
+	hub.MustKubectl("", "-n", workspace, "create", "secret", "generic", "hooked-webhook", "--from-literal=github="+ownSecret)
+	hooked := strings.Replace(gitRepo("hooked", git.URL, "main", "git-auth", "hooked"), "pollingInterval: 2s", "pollingInterval: 1h\n  webhookSecret: hooked-webhook", 1)
 	hub.MustKubectl(hooked, "apply", "-f", "-")
 	if out, err := hub.Kubectl("", "-n", workspace, "wait", "--for=condition=Ready", "gitrepos.fleet.cattle.io/hooked", "--timeout=120s"); err != nil {
 		t.Fatalf("GitRepo hooked not Ready: %v\n%s", err, out)
 	}
-	git.write("hooked/cm2.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: from-a-webhook\n")
-	hookedCommit := git.commit("a ConfigMap announced by a webhook")
+	git.Write("hooked/cm2.yaml", []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: from-a-webhook\n"))
+	hookedCommit := git.Commit("a ConfigMap announced by a webhook")
 	event := fmt.Sprintf(`{"ref":"refs/heads/main","after":%q,"repository":{"html_url":%q,"clone_url":%q}}`, hookedCommit, strings.TrimSuffix(git.URL, ".git"), git.URL)
 	if status := postEvent(t, webhookURL, event, "forged"); status != http.StatusUnauthorized {
 		t.Errorf("a forged event was answered %d", status)
 	}
+	if status := postEvent(t, webhookURL, event, webhookSecret); status != http.StatusOK {
+		t.Errorf("an event signed with the hub's secret was answered %d", status)
+	}
 	time.Sleep(3 * time.Second)
 	if out, _ := dev.Kubectl("", "get", "configmaps", "-A", "--field-selector", "metadata.name=from-a-webhook", "-o", "name"); out != "" {
-		t.Fatalf("a forged event triggered a fetch: %s", out)
+		t.Fatalf("a forged event, or one not signed with the GitRepo's own secret, triggered a fetch: %s", out)
 	}
 	announced := time.Now()
-	if status := postEvent(t, webhookURL, event, webhookSecret); status != http.StatusOK {
+	if status := postEvent(t, webhookURL, event, ownSecret); status != http.StatusOK {
 		t.Fatalf("the push event was answered %d", status)
 	}
 	framework.Eventually(t, "the ConfigMap a webhook announced downstream", time.Minute, func(ctx context.Context) error {
@@ -266,14 +190,20 @@ func TestAGitRepoDeploysFleetExamplesAndFollowsItsBranch(t *testing.T) {
 	hub.MustKubectl(gitRepo("no-branch", git.URL, "no-such-branch", "git-auth"), "apply", "-f", "-")
 	hub.MustKubectl(gitRepo("escapes", git.URL, "main", "git-auth", "../.."), "apply", "-f", "-")
 	hub.MustKubectl(gitRepo("local-file", "file:///etc", "main", ""), "apply", "-f", "-")
-	git.git(git.work, "checkout", "-q", "-b", "broken")
-	git.write("broken/fleet.yaml", "defaultNamespace: broken\nhelm: [this is not\n")
-	git.write("broken/cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: broken\n")
-	git.commit("a broken fleet.yaml")
+	git.Git(git.Work, "checkout", "-q", "-b", "broken")
+	git.Write("broken/fleet.yaml", []byte("defaultNamespace: broken\nhelm: [this is not\n"))
+	git.Write("broken/cm.yaml", []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: broken\n"))
+	git.Commit("a broken fleet.yaml")
 	hub.MustKubectl(gitRepo("broken", git.URL, "broken", "git-auth", "broken"), "apply", "-f", "-")
+	// 8 MiB of zeros, a few KiB in the pack, against a 4 MiB bound.
+	git.Git(git.Work, "checkout", "-q", "-b", "huge")
+	git.Write("huge/zeros.bin", make([]byte, 2*maxSize))
+	git.Write("huge/cm.yaml", []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: huge\n"))
+	git.Commit("more than --gitrepo-max-size")
+	hub.MustKubectl(gitRepo("huge", git.URL, "huge", "git-auth", "huge"), "apply", "-f", "-")
 	for name, want := range map[string]string{
 		"wrong-password": "AuthFailed", "no-branch": "BranchNotFound", "escapes": "InvalidPath",
-		"local-file": "InvalidURL", "broken": "InvalidBundle",
+		"local-file": "InvalidURL", "broken": "InvalidBundle", "huge": "TooLarge",
 	} {
 		reason, message := accepted(t, hub, name, "False")
 		t.Logf("%s: %s: %s", name, reason, message)
@@ -287,12 +217,32 @@ func TestAGitRepoDeploysFleetExamplesAndFollowsItsBranch(t *testing.T) {
 
 	// A GitRepo that fails is looked at again at its polling interval (2 s), not in a
 	// loop set off by its own status writes.
-	before = git.refused.Load()
+	before = git.Refused.Load()
 	time.Sleep(6 * time.Second)
-	if tries := git.refused.Load() - before; tries > 6 {
+	if tries := git.Refused.Load() - before; tries > 6 {
 		t.Errorf("the wrong password was tried %d times in 6 s with a 2 s polling interval", tries)
 	} else {
 		t.Logf("the wrong password was tried %d times in 6 s", tries)
+	}
+
+	// bundles: one folder, one Bundle, read with the options file it names.
+	git.Git(git.Work, "checkout", "-q", "-b", "driven", "main")
+	git.Write("driven/fleet-dev.yaml", []byte("defaultNamespace: driven-dev\n"))
+	git.Write("driven/cm.yaml", []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: driven\n"))
+	git.Commit("a folder with an options file")
+	driven := gitRepo("driven", git.URL, "driven", "git-auth") + "  bundles:\n  - base: driven\n    options: fleet-dev.yaml\n"
+	hub.MustKubectl(driven, "apply", "-f", "-")
+	accepted(t, hub, "driven", "True")
+	framework.Eventually(t, "the driven Bundle's ConfigMap in driven-dev on dev", 2*time.Minute, func(ctx context.Context) error {
+		out, err := dev.Kubectl("", "-n", "driven-dev", "get", "configmap", "driven", "-o", "name")
+		if err != nil || out == "" {
+			return fmt.Errorf("not yet: %s (%v)", out, err)
+		}
+		return nil
+	})
+	if out := hub.MustKubectl("", "-n", workspace, "get", "bundles.fleet.cattle.io", "-l", "fleet.cattle.io/repo-name=driven",
+		"-o", `jsonpath={range .items[*]}{.metadata.name} {range .spec.resources[*]}{.name} {end}{end}`); out != "driven-driven-fleet-dev cm.yaml " {
+		t.Errorf("the driven GitRepo's Bundles (name, files): %q", out)
 	}
 
 	// Deleting the GitRepo deletes its Bundles, and their objects downstream.
@@ -329,4 +279,50 @@ func postEvent(t *testing.T, url, body, secret string) int {
 	}
 	resp.Body.Close()
 	return resp.StatusCode
+}
+
+// A GitRepoRestriction decides which repositories and service accounts the
+// GitRepos of its namespace may use, and says so in their status.
+func TestGitRepoRestrictions(t *testing.T) {
+	git := startGitServer(t)
+	hub := framework.StartHub(t, "--gitrepo-allowed-networks=127.0.0.0/8")
+	const ns = "team-a"
+	hub.MustKubectl("", "create", "namespace", ns)
+	hub.MustKubectl("", "-n", ns, "create", "secret", "generic", "git-auth", "--type=kubernetes.io/basic-auth",
+		"--from-literal=username="+gitUser, "--from-literal=password="+gitPassword)
+	hub.MustKubectl(fmt.Sprintf(`apiVersion: fleet.cattle.io/v1alpha1
+kind: GitRepoRestriction
+metadata:
+  name: only-ours
+  namespace: %s
+allowedRepoPatterns:
+- %s
+defaultServiceAccount: deployer
+allowedServiceAccounts: [deployer]
+`, ns, regexp.QuoteMeta(git.URL)), "apply", "-f", "-")
+	inNS := func(y string) string { return strings.Replace(y, "namespace: "+workspace, "namespace: "+ns, 1) }
+	other := strings.Replace(git.URL, "/repo.git", "/other.git", 1)
+	hub.MustKubectl(inNS(gitRepo("allowed", git.URL, "main", "git-auth", "single-cluster/manifests")), "apply", "-f", "-")
+	hub.MustKubectl(inNS(gitRepo("other-repo", other, "main", "git-auth")), "apply", "-f", "-")
+	hub.MustKubectl(inNS(gitRepo("as-admin", git.URL, "main", "git-auth"))+"  serviceAccount: admin\n", "apply", "-f", "-")
+
+	if reason, message := acceptedIn(t, hub, ns, "allowed", "True"); reason != "" {
+		t.Errorf("allowed: %s %s", reason, message)
+	}
+	if sa := hub.MustKubectl("", "-n", ns, "get", "bundles.fleet.cattle.io", "-l", "fleet.cattle.io/repo-name=allowed",
+		"-o", "jsonpath={.items[*].spec.serviceAccount}"); sa == "" || strings.Trim(strings.ReplaceAll(sa, "deployer", ""), " ") != "" {
+		t.Errorf("the allowed GitRepo's Bundles' service accounts: %q, want the default, deployer", sa)
+	}
+	for name, want := range map[string]string{"other-repo": "repo", "as-admin": `serviceAccount "admin"`} {
+		reason, message := acceptedIn(t, hub, ns, name, "False")
+		t.Logf("%s: %s: %s", name, reason, message)
+		if reason != "Restricted" || !strings.Contains(message, want) {
+			t.Errorf("%s: %s %s", name, reason, message)
+		}
+	}
+	// Lifting the restriction lets the refused ones in, without waiting for a poll.
+	hub.MustKubectl("", "-n", ns, "delete", "gitreporestrictions.fleet.cattle.io", "only-ours")
+	if reason, message := acceptedIn(t, hub, ns, "as-admin", "True"); reason != "" {
+		t.Errorf("as-admin once unrestricted: %s %s", reason, message)
+	}
 }

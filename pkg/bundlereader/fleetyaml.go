@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
@@ -44,6 +45,26 @@ func hasFleetYAML(dir string) bool {
 	return err == nil
 }
 
+// fileIn is the file name in dir, which must be there once links are followed.
+func fileIn(dir, name string) (string, error) {
+	clean := filepath.Clean(name)
+	if filepath.IsAbs(clean) || clean == "." || clean == ".." || strings.HasPrefix(clean, "../") {
+		return "", fmt.Errorf("options file %q is not a file in its folder", name)
+	}
+	root, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return "", err
+	}
+	real, err := filepath.EvalSymlinks(filepath.Join(dir, clean))
+	if err != nil {
+		return "", fmt.Errorf("options file %q: %w", name, err)
+	}
+	if !strings.HasPrefix(real, root+string(filepath.Separator)) {
+		return "", fmt.Errorf("options file %q leaves its folder", name)
+	}
+	return real, nil
+}
+
 func fleetYAMLPath(dir string) (string, error) {
 	for _, name := range fleetYAMLNames {
 		p := filepath.Join(dir, name)
@@ -54,9 +75,16 @@ func fleetYAMLPath(dir string) (string, error) {
 	return "", os.ErrNotExist
 }
 
-// readFleetYAML reads dir's fleet.yaml; a folder without one reads as empty.
-func readFleetYAML(dir string) (*FleetYAML, error) {
+// readFleetYAML reads dir's fleet.yaml, or the file named instead (relative to
+// dir, which it may not leave); a folder without one reads as empty.
+func readFleetYAML(dir, instead string) (*FleetYAML, error) {
 	p, err := fleetYAMLPath(dir)
+	if instead != "" {
+		p, err = fileIn(dir, instead)
+		if err != nil {
+			return nil, err
+		}
+	}
 	if errors.Is(err, os.ErrNotExist) {
 		return &FleetYAML{}, nil
 	}

@@ -47,6 +47,9 @@ type Options struct {
 	// MaxSize bounds what one Bundle's files, its downloaded charts included, may
 	// take; 0 means content.DefaultMaxSize.
 	MaxSize int64
+	// FleetFile, if set, is the file of the folder read instead of its fleet.yaml
+	// (a GitRepo's bundles[].options); it is not one of the Bundle's files.
+	FleetFile string
 }
 
 // compressAt is the size of a Bundle's JSON from which every file is compressed,
@@ -59,13 +62,16 @@ func Read(ctx context.Context, name, dir string, opts Options) (*fleet.Bundle, e
 	if opts.MaxSize <= 0 {
 		opts.MaxSize = content.DefaultMaxSize
 	}
-	fy, err := readFleetYAML(dir)
+	fy, err := readFleetYAML(dir, opts.FleetFile)
 	if err != nil {
 		return nil, err
 	}
 	files, err := readFolder(dir, opts.MaxSize)
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", dir, err)
+	}
+	if opts.FleetFile != "" {
+		delete(files, filepath.ToSlash(filepath.Clean(opts.FleetFile)))
 	}
 
 	spec := *fy.BundleSpec.DeepCopy()

@@ -504,3 +504,43 @@ func TestCredentialsAreDroppedOnRedirectsElsewhere(t *testing.T) {
 		t.Errorf("the server redirected to got Authorization %q", got)
 	}
 }
+
+// An options file (a GitRepo's bundles[].options) is read instead of fleet.yaml,
+// is not one of the Bundle's files, and may not be outside its folder.
+func TestReadWithAnOptionsFile(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("fleet.yaml", "defaultNamespace: from-fleet-yaml\n")
+	write("fleet-prod.yaml", "defaultNamespace: prod\n")
+	write("cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n")
+	b, err := Read(context.Background(), "app", dir, Options{FleetFile: "fleet-prod.yaml"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Spec.DefaultNamespace != "prod" {
+		t.Errorf("defaultNamespace %q, want the options file's", b.Spec.DefaultNamespace)
+	}
+	for _, r := range b.Spec.Resources {
+		if r.Name == "fleet-prod.yaml" {
+			t.Error("the options file is one of the Bundle's files")
+		}
+	}
+	outside := t.TempDir()
+	if err := os.WriteFile(filepath.Join(outside, "secret.yaml"), []byte("defaultNamespace: stolen\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(dir, "elsewhere")); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"../secret.yaml", "/etc/hostname", "elsewhere/secret.yaml", "missing.yaml"} {
+		t.Run(name, func(t *testing.T) {
+			if _, err := Read(context.Background(), "app", dir, Options{FleetFile: name}); err == nil {
+				t.Errorf("options file %q was read", name)
+			}
+		})
+	}
+}

@@ -217,7 +217,9 @@ func (m *Manager) Start(ctx context.Context) error {
 	gitfetch.Install(&gitPolicy)
 	gitSettings := m.settings.GitRepo
 	gitSettings.MaxBundleSize = m.settings.MaxBundleSize
-	gitrepo.Register(ctx, gitSettings, fleet.GitRepo(), fleet.Bundle(), core.Secret().Cache(), fleetClient, events)
+	if err := gitrepo.Register(ctx, gitSettings, fleet.GitRepo(), fleet.Bundle(), fleet.GitRepoRestriction(), core.Secret().Cache(), fleetClient, events); err != nil {
+		return err
+	}
 
 	deployments := fleet.BundleDeployment().Cache()
 	_ = metrics.Registry.Register(metrics.StateCounter(func() map[string]int {

@@ -80,6 +80,7 @@ func ReasonOf(err error) string {
 // Install makes go-git's http and https transports connect only where policy
 // allows, with timeouts. The hub calls it once, before fetching.
 func Install(policy *kubeconfig.AddressPolicy) {
+	policyInstalled.Store(policy)
 	dialer := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second, Control: policy.Control}
 	tr := &http.Transport{
 		// No proxy: the policy must see the address actually dialled.
@@ -90,13 +91,24 @@ func Install(policy *kubeconfig.AddressPolicy) {
 		MaxIdleConnsPerHost:   4,
 		IdleConnTimeout:       90 * time.Second,
 	}
-	c := githttp.NewClient(&http.Client{Transport: tr})
+	c := githttp.NewClient(&http.Client{Transport: budgetTransport{tr}})
 	client.InstallProtocol("https", c)
 	client.InstallProtocol("http", c)
 	installed.Store(&http.Client{Transport: tr, Timeout: 5 * time.Minute})
 }
 
-var installed atomic.Pointer[http.Client]
+var (
+	installed       atomic.Pointer[http.Client]
+	policyInstalled atomic.Pointer[kubeconfig.AddressPolicy]
+)
+
+// Policy is the address policy Install was given, for worker processes.
+func Policy() kubeconfig.AddressPolicy {
+	if p := policyInstalled.Load(); p != nil {
+		return *p
+	}
+	return kubeconfig.AddressPolicy{}
+}
 
 // HTTPClient is a client under the policy Install was given, for what a GitRepo's
 // folders download (charts); nil before Install.
@@ -137,17 +149,22 @@ func (s Source) auth() transport.AuthMethod {
 	return &githttp.BasicAuth{Username: s.Username, Password: s.Password}
 }
 
-// Head is the commit the source stands at: its branch's, or its revision's.
-func Head(ctx context.Context, s Source) (string, error) {
+// Head is the commit the source stands at: its branch's, or its revision's. The
+// server's answer may take at most maxBytes.
+func Head(ctx context.Context, s Source, maxBytes int64) (string, error) {
 	if err := CheckURL(s.URL); err != nil {
 		return "", err
 	}
 	if fullCommit.MatchString(s.Revision) {
 		return s.Revision, nil
 	}
+	ctx, budget := withBudget(ctx, maxBytes)
 	remote := git.NewRemote(memory.NewStorage(), &config.RemoteConfig{Name: "origin", URLs: []string{s.URL}})
 	refs, err := remote.ListContext(ctx, &git.ListOptions{Auth: s.auth(), CABundle: s.CABundle, InsecureSkipTLS: s.InsecureSkipTLS,
 		PeelingOption: git.AppendPeeled})
+	if budget.exceeded() {
+		return "", budget.err()
+	}
 	if err != nil {
 		return "", classify(ctx, s, err)
 	}
@@ -176,11 +193,14 @@ func Head(ctx context.Context, s Source) (string, error) {
 }
 
 // Checkout writes the files of commit into dir, which must not exist, fetching as
-// little history as it can. It fails if the files take more than maxBytes.
+// little history as it can. It fails, before writing the files out, if the download
+// or the files would take more than maxBytes. The memory it takes is not bounded
+// here: the hub runs it in a child process with a memory limit (Run).
 func Checkout(ctx context.Context, s Source, commit, dir string, maxBytes int64) error {
 	if err := CheckURL(s.URL); err != nil {
 		return err
 	}
+	ctx, budget := withBudget(ctx, maxBytes)
 	opts := &git.CloneOptions{URL: s.URL, Auth: s.auth(), CABundle: s.CABundle, InsecureSkipTLS: s.InsecureSkipTLS,
 		Tags: git.NoTags, NoCheckout: true}
 	shallow := true
@@ -194,6 +214,9 @@ func Checkout(ctx context.Context, s Source, commit, dir string, maxBytes int64)
 		shallow = false
 	}
 	repo, err := git.PlainCloneContext(ctx, dir, false, opts)
+	if budget.exceeded() {
+		return budget.err()
+	}
 	if err != nil {
 		return classify(ctx, s, err)
 	}
@@ -202,6 +225,12 @@ func Checkout(ctx context.Context, s Source, commit, dir string, maxBytes int64)
 		return err
 	}
 	hash := plumbing.NewHash(commit)
+	if err := checkTree(repo, hash, maxBytes); err != nil {
+		if shallow && errors.Is(err, plumbing.ErrObjectNotFound) {
+			return &Error{ReasonFetchFailed, fmt.Errorf("checking out %s of %s: %w (the branch moved while fetching; it is fetched again)", commit, s.URL, err)}
+		}
+		return err
+	}
 	if err := wt.Checkout(&git.CheckoutOptions{Hash: hash, Force: true}); err != nil {
 		if shallow {
 			return &Error{ReasonFetchFailed, fmt.Errorf("checking out %s of %s: %w (the branch moved while fetching; it is fetched again)", commit, s.URL, err)}

@@ -37,7 +37,7 @@ func TestOnlyHTTPRepositoriesOfAHost(t *testing.T) {
 			}
 			// Nothing is fetched from a refused URL.
 			if !tc.ok {
-				if _, err := Head(context.Background(), Source{URL: tc.url}); ReasonOf(err) != ReasonInvalidURL {
+				if _, err := Head(context.Background(), Source{URL: tc.url}, 1<<20); ReasonOf(err) != ReasonInvalidURL {
 					t.Errorf("Head fetched %q: %v", tc.url, err)
 				}
 			}
@@ -57,7 +57,7 @@ func TestFetchesGoThroughTheAddressPolicy(t *testing.T) {
 	defer server.Close()
 
 	Install(&kubeconfig.AddressPolicy{For: "a GitRepo", Flag: "--gitrepo-allowed-networks"})
-	_, err := Head(context.Background(), Source{URL: server.URL + "/repo.git"})
+	_, err := Head(context.Background(), Source{URL: server.URL + "/repo.git"}, 1<<20)
 	if ReasonOf(err) != ReasonAddressRefused || !strings.Contains(err.Error(), "--gitrepo-allowed-networks") {
 		t.Errorf("Head of a loopback repository: %v (%s)", err, ReasonOf(err))
 	}
@@ -67,7 +67,7 @@ func TestFetchesGoThroughTheAddressPolicy(t *testing.T) {
 
 	allowed, _ := kubeconfig.ParsePrefixes([]string{"127.0.0.0/8"})
 	Install(&kubeconfig.AddressPolicy{Allowed: allowed})
-	if _, err := Head(context.Background(), Source{URL: server.URL + "/repo.git"}); ReasonOf(err) == ReasonAddressRefused || !asked.Load() {
+	if _, err := Head(context.Background(), Source{URL: server.URL + "/repo.git"}, 1<<20); ReasonOf(err) == ReasonAddressRefused || !asked.Load() {
 		t.Errorf("allowed, the server was not reached: %v", err)
 	}
 }

@@ -139,6 +139,9 @@ func Run(ctx context.Context, opts Options) error {
 		return err
 	}
 	hook := &webhook.Handler{Fleet: fleetClient, Kube: client, Namespace: names.SystemNamespace, Log: logrus.WithField("component", "webhook")}
+	if opts.WebhookBindAddress != "" && opts.WebhookBindAddress != "0" {
+		hook.Start(ctx)
+	}
 	if err := health.ServeHTTP(ctx, opts.WebhookBindAddress, "--webhook-bind-address", "Git push events", hook); err != nil {
 		return err
 	}

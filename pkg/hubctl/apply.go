@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 
@@ -18,6 +19,7 @@ import (
 	fleet "github.com/flotilla/flotilla/pkg/apis/fleet.cattle.io/v1alpha1"
 	"github.com/flotilla/flotilla/pkg/bundlereader"
 	"github.com/flotilla/flotilla/pkg/generated/clientset/versioned"
+	"github.com/flotilla/flotilla/pkg/names"
 )
 
 // RepoLabel names, on a Bundle, the NAME of the `hub apply` (or GitRepo) that made
@@ -33,6 +35,9 @@ type ApplyOptions struct {
 	Name string
 	// Dirs are the folders (or globs of folders) to read; default ".".
 	Dirs []string
+	// Bundles, if set, are read instead of Dirs: each folder is one Bundle, with
+	// no search below it (a GitRepo's bundles).
+	Bundles []BundleDir
 	// BaseDir, if set, is where Dirs are: Bundles are named after their folders'
 	// paths below it (a GitRepo's checkout).
 	BaseDir string
@@ -49,8 +54,20 @@ type ApplyOptions struct {
 	Log io.Writer
 }
 
+// BundleDir is a folder read as one Bundle.
+type BundleDir struct {
+	// Dir is the folder, below BaseDir.
+	Dir string
+	// FleetFile, if set, is read instead of the folder's fleet.yaml, and ends the
+	// Bundle's name (without its extension).
+	FleetFile string
+}
+
 // ReadBundles makes the Bundles of the folders opts names, in the order they are found.
 func ReadBundles(ctx context.Context, opts ApplyOptions) ([]*fleet.Bundle, error) {
+	if len(opts.Bundles) > 0 {
+		return readBundleDirs(ctx, opts)
+	}
 	dirs := opts.Dirs
 	if len(dirs) == 0 {
 		dirs = []string{"."}
@@ -85,6 +102,32 @@ func ReadBundles(ctx context.Context, opts ApplyOptions) ([]*fleet.Bundle, error
 	}
 	if len(bundles) == 0 {
 		return nil, fmt.Errorf("no resources to deploy in %s", strings.Join(dirs, ", "))
+	}
+	return bundles, nil
+}
+
+func readBundleDirs(ctx context.Context, opts ApplyOptions) ([]*fleet.Bundle, error) {
+	var bundles []*fleet.Bundle
+	for _, d := range opts.Bundles {
+		named := filepath.ToSlash(filepath.Clean(d.Dir))
+		if d.FleetFile != "" {
+			named = path.Join(named, strings.TrimSuffix(d.FleetFile, filepath.Ext(d.FleetFile)))
+		}
+		read := opts.Read
+		read.FleetFile = d.FleetFile
+		b, err := bundlereader.Read(ctx, names.BundleForPath(opts.Name, named), filepath.Join(opts.BaseDir, d.Dir), read)
+		if err != nil {
+			return nil, err
+		}
+		if len(b.Spec.Resources) == 0 {
+			fmt.Fprintf(logTo(opts.Log), "%s: no resources to deploy; no Bundle made\n", d.Dir)
+			continue
+		}
+		b.Namespace = opts.Namespace
+		bundles = append(bundles, b)
+	}
+	if len(bundles) == 0 {
+		return nil, fmt.Errorf("no resources to deploy in the bundles' folders")
 	}
 	return bundles, nil
 }

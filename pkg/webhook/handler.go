@@ -6,12 +6,16 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sirupsen/logrus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
 
 	fleet "github.com/flotilla/flotilla/pkg/apis/fleet.cattle.io/v1alpha1"
@@ -22,15 +26,43 @@ import (
 // secret under its key (github, gitlab, gitea, bitbucket), as Fleet's gitjob-webhook.
 const SecretName = "gitjob-webhook"
 
+// SecretTTL is how long a webhook Secret read is used before it is read again.
+const SecretTTL = 10 * time.Second
+
 // Handler answers push events: each verified push marks the GitRepos that follow
 // the pushed branch of that repository (status.webhookCommit), and the hub's GitRepo
-// controller looks at them at once. Any hub replica can answer: the mark is in the API.
+// controller looks at them at once. Any hub replica can answer: the mark is in the
+// API. A GitRepo with spec.webhookSecret takes only events signed with its own
+// Secret's; the others, those signed with the hub's SecretName.
 type Handler struct {
 	Fleet versioned.Interface
 	Kube  kubernetes.Interface
 	// Namespace holds SecretName.
 	Namespace string
 	Log       logrus.FieldLogger
+
+	repos   cache.SharedIndexInformer
+	mu      sync.Mutex
+	secrets map[string]secretRead
+}
+
+type secretRead struct {
+	data map[string][]byte
+	at   time.Time
+}
+
+// Start watches GitRepos, so that events are matched without a request to the API.
+func (h *Handler) Start(ctx context.Context) {
+	gitrepos := h.Fleet.FleetV1alpha1().GitRepos("")
+	h.repos = cache.NewSharedIndexInformer(&cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			return gitrepos.List(ctx, opts)
+		},
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			return gitrepos.Watch(ctx, opts)
+		},
+	}, &fleet.GitRepo{}, 0, cache.Indexers{})
+	go h.repos.Run(ctx.Done())
 }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -38,63 +70,116 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "push events are POSTed", http.StatusMethodNotAllowed)
 		return
 	}
+	if h.repos == nil || !h.repos.HasSynced() {
+		http.Error(w, "starting", http.StatusServiceUnavailable)
+		return
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 	defer cancel()
-	secrets := map[string][]byte{}
-	if s, err := h.Kube.CoreV1().Secrets(h.Namespace).Get(ctx, SecretName, metav1.GetOptions{}); err == nil {
-		secrets = s.Data
-	} else if !apierrors.IsNotFound(err) {
+	event, err := Read(r)
+	if err != nil {
+		h.refuse(w, r, err)
+		return
+	}
+	push, err := event.Push()
+	if errors.Is(err, ErrNotAPush) {
+		fmt.Fprintln(w, "ignored: not a push to a branch")
+		return
+	}
+	if err != nil {
+		h.refuse(w, r, err)
+		return
+	}
+	repos, verified, err := h.verify(ctx, event, push)
+	if err != nil {
 		http.Error(w, "reading the webhook secrets", http.StatusServiceUnavailable)
 		return
 	}
-	push, err := Parse(r, secrets)
-	var refused *Error
-	switch {
-	case errors.Is(err, ErrNotAPush):
-		fmt.Fprintln(w, "ignored: not a push to a branch")
-		return
-	case errors.As(err, &refused):
-		h.Log.WithField("from", r.RemoteAddr).Warn("Refused a webhook event: " + refused.Msg)
-		http.Error(w, refused.Msg, refused.Status)
-		return
-	case err != nil:
-		http.Error(w, err.Error(), http.StatusBadRequest)
+	if !verified {
+		h.refuse(w, r, event.Unverified())
 		return
 	}
-	marked, err := h.mark(ctx, push)
-	if err != nil {
-		h.Log.WithError(err).Warn("Marking GitRepos for a push event")
-		http.Error(w, "marking GitRepos: "+err.Error(), http.StatusServiceUnavailable)
-		return
+	var marked []string
+	for _, gr := range repos {
+		if err := h.markOne(ctx, gr.Namespace, gr.Name, push); err != nil {
+			h.Log.WithError(err).Warn("Marking GitRepos for a push event")
+			http.Error(w, "marking GitRepos: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		marked = append(marked, gr.Namespace+"/"+gr.Name)
 	}
 	h.Log.WithFields(logrus.Fields{"provider": push.Provider, "branch": push.Branch, "commit": push.Commit, "gitrepos": strings.Join(marked, ",")}).Info("Push event")
 	fmt.Fprintf(w, "%d GitRepos to fetch\n", len(marked))
 }
 
-// mark records the push on every GitRepo following its repository and branch.
-func (h *Handler) mark(ctx context.Context, push Push) ([]string, error) {
-	var marked []string
-	opts := metav1.ListOptions{Limit: 500}
-	for {
-		list, err := h.Fleet.FleetV1alpha1().GitRepos("").List(ctx, opts)
-		if err != nil {
-			return marked, err
-		}
-		for i := range list.Items {
-			gr := &list.Items[i]
-			if !follows(gr, push) {
-				continue
-			}
-			if err := h.markOne(ctx, gr.Namespace, gr.Name, push); err != nil {
-				return marked, err
-			}
-			marked = append(marked, gr.Namespace+"/"+gr.Name)
-		}
-		if list.Continue == "" {
-			return marked, nil
-		}
-		opts.Continue = list.Continue
+func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, err error) {
+	e := &Error{Status: http.StatusBadRequest, Msg: err.Error()}
+	errors.As(err, &e)
+	h.Log.WithField("from", r.RemoteAddr).Warn("Refused a webhook event: " + e.Msg)
+	http.Error(w, e.Msg, e.Status)
+}
+
+// verify returns the GitRepos following the push whose secret signed the event,
+// and whether any secret did (the hub's, with no GitRepo to mark, is an answer too).
+func (h *Handler) verify(ctx context.Context, event Event, push Push) ([]*fleet.GitRepo, bool, error) {
+	global, err := h.secret(ctx, h.Namespace, SecretName)
+	if err != nil {
+		return nil, false, err
 	}
+	byGlobal := event.Verified(global[event.Provider])
+	var out []*fleet.GitRepo
+	for _, obj := range h.repos.GetStore().List() {
+		gr := obj.(*fleet.GitRepo)
+		if !follows(gr, push) {
+			continue
+		}
+		ok := byGlobal
+		if gr.Spec.WebhookSecret != "" {
+			own, err := h.secret(ctx, gr.Namespace, gr.Spec.WebhookSecret)
+			if err != nil {
+				return nil, false, err
+			}
+			ok = event.Verified(own[event.Provider])
+		}
+		if ok {
+			out = append(out, gr)
+		}
+	}
+	return out, byGlobal || len(out) > 0, nil
+}
+
+// secret reads a Secret's data, at most once per SecretTTL; a missing one has none.
+func (h *Handler) secret(ctx context.Context, namespace, name string) (map[string][]byte, error) {
+	key := namespace + "/" + name
+	h.mu.Lock()
+	read, ok := h.secrets[key]
+	h.mu.Unlock()
+	if ok && time.Since(read.at) < SecretTTL {
+		return read.data, nil
+	}
+	s, err := h.Kube.CoreV1().Secrets(namespace).Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		read = secretRead{at: time.Now()}
+	case err != nil:
+		return nil, err
+	default:
+		read = secretRead{data: s.Data, at: time.Now()}
+	}
+	h.mu.Lock()
+	if h.secrets == nil {
+		h.secrets = map[string]secretRead{}
+	}
+	// Only Secrets GitRepos name, and the hub's, are read: the map stays small;
+	// entries of Secrets no longer named are dropped when stale.
+	for k, v := range h.secrets {
+		if time.Since(v.at) > SecretTTL {
+			delete(h.secrets, k)
+		}
+	}
+	h.secrets[key] = read
+	h.mu.Unlock()
+	return read.data, nil
 }
 
 // follows says whether gr deploys the pushed branch of the pushed repository.

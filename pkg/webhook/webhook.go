@@ -48,36 +48,64 @@ func (e *Error) Error() string { return e.Msg }
 // ErrNotAPush is an event that is verified but not a push (a ping, a tag): nothing to do.
 var ErrNotAPush = errors.New("not a push to a branch")
 
-// Parse reads and verifies a push event. secrets are by provider; a provider with
-// no secret is refused, so nothing unverified triggers a fetch.
-func Parse(r *http.Request, secrets map[string][]byte) (Push, error) {
+// Event is a request from a Git server, read but not verified yet.
+type Event struct {
+	Provider string
+	Header   http.Header
+	Body     []byte
+}
+
+// Read reads an event, bounded in size.
+func Read(r *http.Request) (Event, error) {
 	provider := providerOf(r.Header)
 	if provider == "" {
-		return Push{}, &Error{http.StatusBadRequest, "not an event of GitHub, GitLab, Gitea or Bitbucket (no event header)"}
-	}
-	secret := secrets[provider]
-	if len(secret) == 0 {
-		return Push{}, &Error{http.StatusForbidden, fmt.Sprintf("no secret is set for %s events: the hub verifies every event", provider)}
+		return Event{}, &Error{http.StatusBadRequest, "not an event of GitHub, GitLab, Gitea or Bitbucket (no event header)"}
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, MaxBody+1))
 	if err != nil {
-		return Push{}, &Error{http.StatusBadRequest, "reading the event: " + err.Error()}
+		return Event{}, &Error{http.StatusBadRequest, "reading the event: " + err.Error()}
 	}
 	if len(body) > MaxBody {
-		return Push{}, &Error{http.StatusRequestEntityTooLarge, fmt.Sprintf("the event is larger than %d bytes", MaxBody)}
+		return Event{}, &Error{http.StatusRequestEntityTooLarge, fmt.Sprintf("the event is larger than %d bytes", MaxBody)}
 	}
-	if !verified(provider, r.Header, body, secret) {
-		return Push{}, &Error{http.StatusUnauthorized, fmt.Sprintf("the %s event's signature does not match the secret", provider)}
-	}
-	if !isPush(provider, r.Header) {
+	return Event{Provider: provider, Header: r.Header, Body: body}, nil
+}
+
+// Verified says whether the event is signed with secret; never with an empty one.
+func (e Event) Verified(secret []byte) bool {
+	return len(secret) > 0 && verified(e.Provider, e.Header, e.Body, secret)
+}
+
+// Push is what the event says was pushed, or ErrNotAPush. Nothing it says is to be
+// acted on before it is Verified.
+func (e Event) Push() (Push, error) {
+	if !isPush(e.Provider, e.Header) {
 		return Push{}, ErrNotAPush
 	}
-	push, err := parseBody(provider, body)
+	push, err := parseBody(e.Provider, e.Body)
 	if err != nil {
 		return Push{}, err
 	}
-	push.Provider = provider
+	push.Provider = e.Provider
 	return push, nil
+}
+
+// Unverified is the refusal of an event that no secret verifies.
+func (e Event) Unverified() *Error {
+	return &Error{http.StatusUnauthorized, fmt.Sprintf("the %s event's signature matches no secret set for it", e.Provider)}
+}
+
+// Parse reads a push event and verifies it with the secret of its provider in
+// secrets.
+func Parse(r *http.Request, secrets map[string][]byte) (Push, error) {
+	e, err := Read(r)
+	if err != nil {
+		return Push{}, err
+	}
+	if !e.Verified(secrets[e.Provider]) {
+		return Push{}, e.Unverified()
+	}
+	return e.Push()
 }
 
 func providerOf(h http.Header) string {

@@ -67,7 +67,7 @@ func TestParseVerifiesEveryProvider(t *testing.T) {
 	// A provider without a secret is refused even with a valid-looking event.
 	_, err := Parse(event(githubPush, map[string]string{"X-GitHub-Event": "push", "X-Hub-Signature-256": "sha256=" + sign("", githubPush)}), map[string][]byte{})
 	var e *Error
-	if !errors.As(err, &e) || e.Status != http.StatusForbidden {
+	if !errors.As(err, &e) || e.Status != http.StatusUnauthorized {
 		t.Errorf("no secret: %v", err)
 	}
 	// A verified ping, or a tag, is no push.

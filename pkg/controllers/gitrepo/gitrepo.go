@@ -52,8 +52,15 @@ type Settings struct {
 	PollingInterval time.Duration
 	// FetchTimeout bounds one look or checkout.
 	FetchTimeout time.Duration
-	// MaxCheckoutSize bounds the files of one checkout, in bytes.
+	// MaxCheckoutSize bounds the download, and the files, of one checkout, in bytes.
 	MaxCheckoutSize int64
+	// FetchMemory bounds the memory of one checkout's worker process, in bytes.
+	FetchMemory int64
+	// ConcurrentFetches bounds the checkouts running at once.
+	ConcurrentFetches int
+	// Worker is the executable whose gitfetch.WorkerCommand runs a checkout;
+	// default this process's own.
+	Worker string
 	// MaxBundleSize bounds one Bundle's files.
 	MaxBundleSize int64
 }
@@ -65,19 +72,24 @@ type handler struct {
 	settings Settings
 	repos    fleetcontrollers.GitRepoController
 	bundles  fleetcontrollers.BundleCache
+	restrict fleetcontrollers.GitRepoRestrictionCache
 	secrets  corecontrollers.SecretCache
 	client   versioned.Interface
 	events   record.EventRecorder
+	// fetches holds a token per running checkout.
+	fetches chan struct{}
 
 	mu sync.Mutex
 	// polled is each GitRepo's last look at its repository.
 	polled map[string]Attempt
 }
 
-// Attempt is a look at a GitRepo's repository: when, and for which spec.
+// Attempt is a look at a GitRepo's repository: when, for which spec, under which
+// GitRepoRestrictions (restrictionKey).
 type Attempt struct {
 	At                              time.Time
 	Generation, ForceSyncGeneration int64
+	Restrictions                    string
 }
 
 // MinPollingInterval is the shortest polling interval a GitRepo gets.
@@ -88,15 +100,32 @@ const maxMessage = 1024
 
 // Register starts turning GitRepos into Bundles.
 func Register(ctx context.Context, settings Settings, repos fleetcontrollers.GitRepoController, bundles fleetcontrollers.BundleController,
-	secrets corecontrollers.SecretCache, client versioned.Interface, events record.EventRecorder) {
+	restrictions fleetcontrollers.GitRepoRestrictionController, secrets corecontrollers.SecretCache, client versioned.Interface,
+	events record.EventRecorder) error {
 	if settings.PollingInterval <= 0 {
 		settings.PollingInterval = DefaultPollingInterval
 	}
 	if settings.FetchTimeout <= 0 {
 		settings.FetchTimeout = 2 * time.Minute
 	}
-	h := &handler{settings: settings, repos: repos, bundles: bundles.Cache(), secrets: secrets, client: client, events: events,
-		polled: map[string]Attempt{}}
+	if settings.MaxCheckoutSize <= 0 {
+		settings.MaxCheckoutSize = 256 << 20
+	}
+	if settings.FetchMemory <= 0 {
+		settings.FetchMemory = 512 << 20
+	}
+	if settings.ConcurrentFetches <= 0 {
+		settings.ConcurrentFetches = 4
+	}
+	if settings.Worker == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("finding the hub's executable for its fetch workers: %w", err)
+		}
+		settings.Worker = exe
+	}
+	h := &handler{settings: settings, repos: repos, bundles: bundles.Cache(), restrict: restrictions.Cache(), secrets: secrets, client: client, events: events,
+		polled: map[string]Attempt{}, fetches: make(chan struct{}, settings.ConcurrentFetches)}
 	repos.OnChange(ctx, "gitrepo", h.onChange)
 	// A Bundle's state changes the summary of its GitRepo.
 	bundles.OnChange(ctx, "gitrepo-bundles", func(_ string, b *fleet.Bundle) (*fleet.Bundle, error) {
@@ -105,15 +134,30 @@ func Register(ctx context.Context, settings Settings, repos fleetcontrollers.Git
 		}
 		return b, nil
 	})
+	// A restriction changes what every GitRepo of its namespace may do.
+	restrictions.OnChange(ctx, "gitrepo-restrictions", func(key string, r *fleet.GitRepoRestriction) (*fleet.GitRepoRestriction, error) {
+		namespace, _, _ := strings.Cut(key, "/")
+		list, err := repos.Cache().List(namespace, labels.Everything())
+		if err != nil {
+			return r, err
+		}
+		for _, gr := range list {
+			repos.Enqueue(gr.Namespace, gr.Name)
+		}
+		return r, nil
+	})
+	return nil
 }
 
 // Poll says whether a GitRepo's repository is to be looked at now, given the last
-// look: at once for a spec (or forceSyncGeneration) not looked at yet, or a push
+// look: at once for a spec (or forceSyncGeneration, or GitRepoRestrictions) not
+// looked at yet, or a push
 // event since the last look that named a commit not deployed; otherwise once the
 // polling interval has passed since the last look, when polling is on or the last
 // look failed. A failure is never retried sooner, whatever writes the GitRepo.
-func Poll(gr *fleet.GitRepo, last Attempt, now time.Time, interval time.Duration) bool {
-	if last.At.IsZero() || last.Generation != gr.Generation || last.ForceSyncGeneration != gr.Spec.ForceSyncGeneration {
+func Poll(gr *fleet.GitRepo, last Attempt, restrictions string, now time.Time, interval time.Duration) bool {
+	if last.At.IsZero() || last.Generation != gr.Generation || last.ForceSyncGeneration != gr.Spec.ForceSyncGeneration ||
+		last.Restrictions != restrictions {
 		return true
 	}
 	// Event times have seconds only: an event in the second of the last look counts.
@@ -154,14 +198,20 @@ func (h *handler) onChange(key string, gr *fleet.GitRepo) (*fleet.GitRepo, error
 	h.mu.Lock()
 	last := h.polled[key]
 	h.mu.Unlock()
+	restrictions, err := h.restrict.List(gr.Namespace, labels.Everything())
+	if err != nil {
+		return gr, err
+	}
+	restrictedBy := restrictionKey(restrictions)
 	now := time.Now()
-	if Poll(gr, last, now, interval) {
+	if Poll(gr, last, restrictedBy, now, interval) {
 		h.mu.Lock()
-		h.polled[key] = Attempt{At: now, Generation: gr.Generation, ForceSyncGeneration: gr.Spec.ForceSyncGeneration}
+		h.polled[key] = Attempt{At: now, Generation: gr.Generation, ForceSyncGeneration: gr.Spec.ForceSyncGeneration, Restrictions: restrictedBy}
 		h.mu.Unlock()
 		// Seconds, as the API keeps them: a look that changes nothing writes nothing.
 		status.LastPollingTime = metav1.NewTime(now.Truncate(time.Second))
-		h.sync(gr, status)
+		// New restrictions may change what the Bundles are written with.
+		h.sync(gr, status, restrictions, !last.At.IsZero() && last.Restrictions != restrictedBy)
 	}
 	h.summarize(gr, status)
 	if !equality.Semantic.DeepEqual(*status, gr.Status) {
@@ -181,8 +231,8 @@ func (h *handler) onChange(key string, gr *fleet.GitRepo) (*fleet.GitRepo, error
 
 // sync looks at the repository and, when there is something new, writes the Bundles;
 // the outcome goes into status.
-func (h *handler) sync(gr *fleet.GitRepo, status *fleet.GitRepoStatus) {
-	err := h.fetchAndWrite(gr, status)
+func (h *handler) sync(gr *fleet.GitRepo, status *fleet.GitRepoStatus, restrictions []*fleet.GitRepoRestriction, rewrite bool) {
+	err := h.fetchAndWrite(gr, status, restrictions, rewrite)
 	if err != nil {
 		reason := gitfetch.ReasonOf(err)
 		var r *reasoned
@@ -212,18 +262,22 @@ type reasoned struct {
 func (r *reasoned) Error() string { return r.err.Error() }
 func (r *reasoned) Unwrap() error { return r.err }
 
-func (h *handler) fetchAndWrite(gr *fleet.GitRepo, status *fleet.GitRepoStatus) error {
-	src, err := h.source(gr)
+func (h *handler) fetchAndWrite(gr *fleet.GitRepo, status *fleet.GitRepoStatus, restrictions []*fleet.GitRepoRestriction, rewrite bool) error {
+	allowed, err := Restrict(gr, restrictions)
+	if err != nil {
+		return &reasoned{ReasonRestricted, err}
+	}
+	src, err := h.source(gr, allowed.ClientSecretName)
 	if err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), h.settings.FetchTimeout)
 	defer cancel()
-	commit, err := gitfetch.Head(ctx, src)
+	commit, err := gitfetch.Head(ctx, src, h.settings.MaxCheckoutSize)
 	if err != nil {
 		return err
 	}
-	unchanged := commit == status.Commit && gr.Status.ObservedGeneration == gr.Generation &&
+	unchanged := !rewrite && commit == status.Commit && gr.Status.ObservedGeneration == gr.Generation &&
 		gr.Status.UpdateGeneration == gr.Spec.ForceSyncGeneration
 	if accepted := conditions.Get(gr.Status.Conditions, ConditionAccepted); unchanged && accepted != nil && accepted.Status == corev1.ConditionTrue {
 		return nil
@@ -234,33 +288,42 @@ func (h *handler) fetchAndWrite(gr *fleet.GitRepo, status *fleet.GitRepoStatus) 
 	}
 	defer os.RemoveAll(dir)
 	checkout := filepath.Join(dir, "repo")
-	if err := gitfetch.Checkout(ctx, src, commit, checkout, h.settings.MaxCheckoutSize); err != nil {
+	if err := h.checkout(ctx, src, commit, checkout); err != nil {
 		return err
 	}
-	paths, err := Paths(checkout, gr.Spec.Paths)
+	paths, dirs, err := folders(checkout, gr.Spec)
 	if err != nil {
 		return &reasoned{ReasonInvalidPath, err}
 	}
+	helmAuth, err := h.helmAuth(gr)
+	if err != nil {
+		return err
+	}
 	opts := hubctl.ApplyOptions{
-		Name: gr.Name, Dirs: paths, BaseDir: checkout, Namespace: gr.Namespace, Log: discard{},
+		Name: gr.Name, Dirs: paths, Bundles: dirs, BaseDir: checkout, Namespace: gr.Namespace, Log: discard{},
 		Owner: metav1.NewControllerRef(gr, fleet.SchemeGroupVersion.WithKind("GitRepo")),
 		Read: bundlereader.Options{
 			Labels:          map[string]string{hubctl.RepoLabel: gr.Name, hubctl.CommitLabel: commit},
 			Targets:         targets(gr.Spec.Targets),
 			TargetNamespace: gr.Spec.TargetNamespace,
-			ServiceAccount:  gr.Spec.ServiceAccount,
+			ServiceAccount:  allowed.ServiceAccount,
 			Paused:          gr.Spec.Paused,
 			KeepResources:   gr.Spec.KeepResources,
 			SyncGeneration:  gr.Spec.ForceSyncGeneration,
 			CorrectDrift:    gr.Spec.CorrectDrift,
 			MaxSize:         h.settings.MaxBundleSize,
+			Auth:            helmAuth,
 			// Charts a fleet.yaml names are fetched under the same address policy.
 			HTTPClient: gitfetch.HTTPClient(),
 		},
 	}
 	bundles, err := hubctl.ReadBundles(ctx, opts)
 	if err != nil {
-		return &reasoned{ReasonInvalidBundle, fmt.Errorf("commit %s: %s", short(commit), strings.ReplaceAll(err.Error(), checkout+"/", ""))}
+		msg := strings.ReplaceAll(err.Error(), checkout+"/", "")
+		if (helmAuth.Username != "" || helmAuth.Password != "") && helmAuth.SendCredentialsTo == nil {
+			msg += " (helmSecretName's credential goes only to the chart repositories helmRepoURLRegex matches, and it is not set)"
+		}
+		return &reasoned{ReasonInvalidBundle, fmt.Errorf("commit %s: %s", short(commit), msg)}
 	}
 	if err := hubctl.Save(ctx, h.client, opts, bundles); err != nil {
 		return &reasoned{ReasonWriteFailed, err}
@@ -269,16 +332,29 @@ func (h *handler) fetchAndWrite(gr *fleet.GitRepo, status *fleet.GitRepoStatus) 
 	return nil
 }
 
+// checkout runs one checkout in a worker process, when one of the
+// ConcurrentFetches slots is free.
+func (h *handler) checkout(ctx context.Context, src gitfetch.Source, commit, dir string) error {
+	select {
+	case h.fetches <- struct{}{}:
+		defer func() { <-h.fetches }()
+	case <-ctx.Done():
+		return &gitfetch.Error{Reason: gitfetch.ReasonTimedOut, Err: fmt.Errorf("waited too long for a free fetch worker (--gitrepo-concurrent-fetches)")}
+	}
+	job := gitfetch.Job{Source: src, Commit: commit, Dir: dir, MaxBytes: h.settings.MaxCheckoutSize, Policy: gitfetch.Policy()}
+	return gitfetch.Run(ctx, h.settings.Worker, job, gitfetch.Limits{Memory: h.settings.FetchMemory})
+}
+
 // source is where gr's files come from, with the credential its Secret holds.
-func (h *handler) source(gr *fleet.GitRepo) (gitfetch.Source, error) {
+func (h *handler) source(gr *fleet.GitRepo, secretName string) (gitfetch.Source, error) {
 	src := gitfetch.Source{URL: gr.Spec.Repo, Branch: gr.Spec.Branch, Revision: gr.Spec.Revision,
 		CABundle: gr.Spec.CABundle, InsecureSkipTLS: gr.Spec.InsecureSkipTLSverify}
-	if gr.Spec.ClientSecretName == "" {
+	if secretName == "" {
 		return src, nil
 	}
-	secret, err := h.secrets.Get(gr.Namespace, gr.Spec.ClientSecretName)
+	secret, err := h.secrets.Get(gr.Namespace, secretName)
 	if apierrors.IsNotFound(err) {
-		return src, &reasoned{ReasonSecretNotFound, fmt.Errorf("clientSecretName: Secret %s/%s not found", gr.Namespace, gr.Spec.ClientSecretName)}
+		return src, &reasoned{ReasonSecretNotFound, fmt.Errorf("clientSecretName: Secret %s/%s not found", gr.Namespace, secretName)}
 	}
 	if err != nil {
 		return src, err
@@ -286,9 +362,60 @@ func (h *handler) source(gr *fleet.GitRepo) (gitfetch.Source, error) {
 	src.Username, src.Password = string(secret.Data[corev1.BasicAuthUsernameKey]), string(secret.Data[corev1.BasicAuthPasswordKey])
 	if src.Username == "" && src.Password == "" {
 		return src, &reasoned{ReasonSecretNotFound, fmt.Errorf("clientSecretName: Secret %s/%s has no %s or %s (a kubernetes.io/basic-auth Secret)",
-			gr.Namespace, gr.Spec.ClientSecretName, corev1.BasicAuthUsernameKey, corev1.BasicAuthPasswordKey)}
+			gr.Namespace, secretName, corev1.BasicAuthUsernameKey, corev1.BasicAuthPasswordKey)}
 	}
 	return src, nil
+}
+
+// folders are what a GitRepo reads of its checkout: its paths, searched for
+// fleet.yaml folders, or its bundles, each one Bundle.
+func folders(checkout string, spec fleet.GitRepoSpec) ([]string, []hubctl.BundleDir, error) {
+	if len(spec.Bundles) == 0 {
+		paths, err := Paths(checkout, spec.Paths)
+		return paths, nil, err
+	}
+	var dirs []hubctl.BundleDir
+	for _, b := range spec.Bundles {
+		base := b.Base
+		if base == "" {
+			base = "."
+		}
+		clean, err := Paths(checkout, []string{base})
+		if err != nil {
+			return nil, nil, fmt.Errorf("bundles: %w", err)
+		}
+		if fi, err := os.Stat(filepath.Join(checkout, clean[0])); err != nil || !fi.IsDir() {
+			return nil, nil, fmt.Errorf("bundles: base %q is not a folder of the repository", b.Base)
+		}
+		dirs = append(dirs, hubctl.BundleDir{Dir: clean[0], FleetFile: b.Options})
+	}
+	return nil, dirs, nil
+}
+
+// helmAuth is the credential of gr's helmSecretName for the chart repositories its
+// helmRepoURLRegex matches.
+func (h *handler) helmAuth(gr *fleet.GitRepo) (bundlereader.Auth, error) {
+	var auth bundlereader.Auth
+	if gr.Spec.HelmSecretName == "" {
+		return auth, nil
+	}
+	secret, err := h.secrets.Get(gr.Namespace, gr.Spec.HelmSecretName)
+	if apierrors.IsNotFound(err) {
+		return auth, &reasoned{ReasonSecretNotFound, fmt.Errorf("helmSecretName: Secret %s/%s not found", gr.Namespace, gr.Spec.HelmSecretName)}
+	}
+	if err != nil {
+		return auth, err
+	}
+	auth.Username, auth.Password = string(secret.Data[corev1.BasicAuthUsernameKey]), string(secret.Data[corev1.BasicAuthPasswordKey])
+	auth.CABundle = secret.Data["cacerts"]
+	if gr.Spec.HelmRepoURLRegex != "" {
+		re, err := bundlereader.AllowCredentials(gr.Spec.HelmRepoURLRegex)
+		if err != nil {
+			return auth, &reasoned{ReasonInvalidBundle, fmt.Errorf("helmRepoURLRegex: %w", err)}
+		}
+		auth.SendCredentialsTo = re
+	}
+	return auth, nil
 }
 
 // Paths checks a GitRepo's paths against its checkout: relative, inside it once

@@ -40,9 +40,11 @@ func TestPoll(t *testing.T) {
 		{"a failure is retried at the interval, polling off or not", repo(1, 0, refused, true), looked(15*time.Second, 1, 0), true},
 		{"a failure is not retried sooner, whatever writes the GitRepo", repo(2, 0, refused, false), looked(time.Second, 2, 0), false},
 		{"a first look that failed either", repo(1, 0, nil, false), looked(time.Second, 1, 0), false},
+		{"new GitRepoRestrictions", repo(1, 0, accepted, true), Attempt{At: now.Add(-time.Second), Generation: 1, Restrictions: "old@1"}, true},
+		{"new restrictions, even after a failure", repo(1, 0, refused, false), Attempt{At: now.Add(-time.Second), Generation: 1, Restrictions: "old@1"}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := Poll(tc.gr, tc.last, now, 15*time.Second); got != tc.want {
+			if got := Poll(tc.gr, tc.last, "", now, 15*time.Second); got != tc.want {
 				t.Errorf("Poll = %v, want %v", got, tc.want)
 			}
 		})
@@ -70,7 +72,7 @@ func TestPollOnAPushEvent(t *testing.T) {
 		{"but not more than once a second", repo("bbb", now.Truncate(time.Second)), Attempt{At: now.Add(-100 * time.Millisecond), Generation: 1}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := Poll(tc.gr, tc.last, now, time.Hour); got != tc.want {
+			if got := Poll(tc.gr, tc.last, "", now, time.Hour); got != tc.want {
 				t.Errorf("Poll = %v, want %v", got, tc.want)
 			}
 		})

@@ -50,6 +50,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &fleetcattleiov1alpha1.BundleDeploymentStatusApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("BundleDisplay"):
 		return &fleetcattleiov1alpha1.BundleDisplayApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("BundlePath"):
+		return &fleetcattleiov1alpha1.BundlePathApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("BundleRef"):
 		return &fleetcattleiov1alpha1.BundleRefApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("BundleResource"):
@@ -108,6 +110,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &fleetcattleiov1alpha1.GitRepoApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("GitRepoDisplay"):
 		return &fleetcattleiov1alpha1.GitRepoDisplayApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("GitRepoRestriction"):
+		return &fleetcattleiov1alpha1.GitRepoRestrictionApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("GitRepoSpec"):
 		return &fleetcattleiov1alpha1.GitRepoSpecApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("GitRepoStatus"):

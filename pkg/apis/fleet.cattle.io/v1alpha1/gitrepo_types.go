@@ -78,16 +78,47 @@ type GitRepoSpec struct {
 	// for the repository: kubernetes.io/basic-auth (username, password).
 	// +optional
 	ClientSecretName string `json:"clientSecretName,omitempty"`
-	// HelmSecretName is a Secret with the credential for the chart repositories
-	// that fleet.yaml files name (username, password).
+	// HelmSecretName is a Secret in the GitRepo's namespace with the credential for
+	// the chart repositories that fleet.yaml files name: username, password, and
+	// cacerts (a PEM CA), each optional. The credential goes only to repositories
+	// HelmRepoURLRegex matches.
 	// +optional
 	HelmSecretName string `json:"helmSecretName,omitempty"`
+	// HelmRepoURLRegex names the chart repositories HelmSecretName's credential may
+	// be sent to: it must match a chart's URL from its start through its host and
+	// port. Without it the credential is sent nowhere (a fleet.yaml can name any
+	// server).
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	HelmRepoURLRegex string `json:"helmRepoURLRegex,omitempty"`
+	// WebhookSecret is a Secret in the GitRepo's namespace holding the secret its
+	// push events are signed with, under the provider's key (github, gitlab, gitea,
+	// bitbucket); without it, the hub's gitjob-webhook Secret's.
+	// +optional
+	WebhookSecret string `json:"webhookSecret,omitempty"`
+	// Bundles, when set, are the only folders read, each as one Bundle (no search
+	// below it); Paths is then not used.
+	// +optional
+	// +kubebuilder:validation:MaxItems=100
+	Bundles []BundlePath `json:"bundles,omitempty"`
 	// CABundle is the PEM CA of the repository's server, if not a trusted one.
 	// +optional
 	CABundle []byte `json:"caBundle,omitempty"`
 	// InsecureSkipTLSverify does not check the server's certificate.
 	// +optional
 	InsecureSkipTLSverify bool `json:"insecureSkipTLSVerify,omitempty"`
+}
+
+// BundlePath is one folder of a GitRepo read as one Bundle.
+type BundlePath struct {
+	// Base is the folder, relative to the repository's root.
+	// +optional
+	Base string `json:"base,omitempty"`
+	// Options is the file in Base to read instead of fleet.yaml (e.g.
+	// fleet-prod.yaml); the Bundle's name ends with its name, without extension.
+	// +optional
+	// +nullable
+	Options string `json:"options,omitempty"`
 }
 
 // GitTarget is a cluster, or clusters, the GitRepo's Bundles go to.

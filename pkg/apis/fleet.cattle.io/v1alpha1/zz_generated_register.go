@@ -36,6 +36,7 @@ var (
 	ClusterRegistrationTokenResourceName   = "clusterregistrationtokens"
 	ContentResourceName                    = "contents"
 	GitRepoResourceName                    = "gitrepos"
+	GitRepoRestrictionResourceName         = "gitreporestrictions"
 	PolicyResourceName                     = "policies"
 )
 
@@ -76,6 +77,8 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&ContentList{},
 		&GitRepo{},
 		&GitRepoList{},
+		&GitRepoRestriction{},
+		&GitRepoRestrictionList{},
 		&Policy{},
 		&PolicyList{},
 	)

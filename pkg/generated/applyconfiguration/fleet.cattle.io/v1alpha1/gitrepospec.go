@@ -59,9 +59,23 @@ type GitRepoSpecApplyConfiguration struct {
 	// ClientSecretName is a Secret in the GitRepo's namespace with the credential
 	// for the repository: kubernetes.io/basic-auth (username, password).
 	ClientSecretName *string `json:"clientSecretName,omitempty"`
-	// HelmSecretName is a Secret with the credential for the chart repositories
-	// that fleet.yaml files name (username, password).
+	// HelmSecretName is a Secret in the GitRepo's namespace with the credential for
+	// the chart repositories that fleet.yaml files name: username, password, and
+	// cacerts (a PEM CA), each optional. The credential goes only to repositories
+	// HelmRepoURLRegex matches.
 	HelmSecretName *string `json:"helmSecretName,omitempty"`
+	// HelmRepoURLRegex names the chart repositories HelmSecretName's credential may
+	// be sent to: it must match a chart's URL from its start through its host and
+	// port. Without it the credential is sent nowhere (a fleet.yaml can name any
+	// server).
+	HelmRepoURLRegex *string `json:"helmRepoURLRegex,omitempty"`
+	// WebhookSecret is a Secret in the GitRepo's namespace holding the secret its
+	// push events are signed with, under the provider's key (github, gitlab, gitea,
+	// bitbucket); without it, the hub's gitjob-webhook Secret's.
+	WebhookSecret *string `json:"webhookSecret,omitempty"`
+	// Bundles, when set, are the only folders read, each as one Bundle (no search
+	// below it); Paths is then not used.
+	Bundles []BundlePathApplyConfiguration `json:"bundles,omitempty"`
 	// CABundle is the PEM CA of the repository's server, if not a trusted one.
 	CABundle []byte `json:"caBundle,omitempty"`
 	// InsecureSkipTLSverify does not check the server's certificate.
@@ -198,6 +212,35 @@ func (b *GitRepoSpecApplyConfiguration) WithClientSecretName(value string) *GitR
 // If called multiple times, the HelmSecretName field is set to the value of the last call.
 func (b *GitRepoSpecApplyConfiguration) WithHelmSecretName(value string) *GitRepoSpecApplyConfiguration {
 	b.HelmSecretName = &value
+	return b
+}
+
+// WithHelmRepoURLRegex sets the HelmRepoURLRegex field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the HelmRepoURLRegex field is set to the value of the last call.
+func (b *GitRepoSpecApplyConfiguration) WithHelmRepoURLRegex(value string) *GitRepoSpecApplyConfiguration {
+	b.HelmRepoURLRegex = &value
+	return b
+}
+
+// WithWebhookSecret sets the WebhookSecret field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the WebhookSecret field is set to the value of the last call.
+func (b *GitRepoSpecApplyConfiguration) WithWebhookSecret(value string) *GitRepoSpecApplyConfiguration {
+	b.WebhookSecret = &value
+	return b
+}
+
+// WithBundles adds the given value to the Bundles field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the Bundles field.
+func (b *GitRepoSpecApplyConfiguration) WithBundles(values ...*BundlePathApplyConfiguration) *GitRepoSpecApplyConfiguration {
+	for i := range values {
+		if values[i] == nil {
+			panic("nil value passed to WithBundles")
+		}
+		b.Bundles = append(b.Bundles, *values[i])
+	}
 	return b
 }
 

@@ -39,6 +39,7 @@ type Interface interface {
 	ClusterRegistrationToken() ClusterRegistrationTokenController
 	Content() ContentController
 	GitRepo() GitRepoController
+	GitRepoRestriction() GitRepoRestrictionController
 	Policy() PolicyController
 }
 
@@ -82,6 +83,10 @@ func (v *version) Content() ContentController {
 
 func (v *version) GitRepo() GitRepoController {
 	return generic.NewController[*v1alpha1.GitRepo, *v1alpha1.GitRepoList](schema.GroupVersionKind{Group: "fleet.cattle.io", Version: "v1alpha1", Kind: "GitRepo"}, "gitrepos", true, v.controllerFactory)
+}
+
+func (v *version) GitRepoRestriction() GitRepoRestrictionController {
+	return generic.NewController[*v1alpha1.GitRepoRestriction, *v1alpha1.GitRepoRestrictionList](schema.GroupVersionKind{Group: "fleet.cattle.io", Version: "v1alpha1", Kind: "GitRepoRestriction"}, "gitreporestrictions", true, v.controllerFactory)
 }
 
 func (v *version) Policy() PolicyController {

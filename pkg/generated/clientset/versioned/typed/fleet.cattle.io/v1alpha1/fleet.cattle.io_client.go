@@ -36,6 +36,7 @@ type FleetV1alpha1Interface interface {
 	ClusterRegistrationTokensGetter
 	ContentsGetter
 	GitReposGetter
+	GitRepoRestrictionsGetter
 	PoliciesGetter
 }
 
@@ -74,6 +75,10 @@ func (c *FleetV1alpha1Client) Contents() ContentInterface {
 
 func (c *FleetV1alpha1Client) GitRepos(namespace string) GitRepoInterface {
 	return newGitRepos(c, namespace)
+}
+
+func (c *FleetV1alpha1Client) GitRepoRestrictions(namespace string) GitRepoRestrictionInterface {
+	return newGitRepoRestrictions(c, namespace)
 }
 
 func (c *FleetV1alpha1Client) Policies(namespace string) PolicyInterface {

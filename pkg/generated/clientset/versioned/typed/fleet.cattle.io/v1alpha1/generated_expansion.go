@@ -34,4 +34,6 @@ type ContentExpansion interface{}
 
 type GitRepoExpansion interface{}
 
+type GitRepoRestrictionExpansion interface{}
+
 type PolicyExpansion interface{}

@@ -60,6 +60,10 @@ func (c *FakeFleetV1alpha1) GitRepos(namespace string) v1alpha1.GitRepoInterface
 	return newFakeGitRepos(c, namespace)
 }
 
+func (c *FakeFleetV1alpha1) GitRepoRestrictions(namespace string) v1alpha1.GitRepoRestrictionInterface {
+	return newFakeGitRepoRestrictions(c, namespace)
+}
+
 func (c *FakeFleetV1alpha1) Policies(namespace string) v1alpha1.PolicyInterface {
 	return newFakePolicies(c, namespace)
 }
