@@ -115,10 +115,26 @@ spec:
 		t.Errorf("hub apply over another's Bundle: %v\n%s", err, out)
 	}
 
+	found := expectDeployed(t, clusters)
+	for _, d := range clusters {
+		client := dynamicFor(t, d.Cluster)
+		for _, ns := range []string{"from-private-repo", "from-oci"} {
+			if err := client.exists("apps/v1", "Deployment", ns, "frontend"); err != nil {
+				t.Errorf("cluster %s: the guestbook chart in %s: %v", d.Name, ns, err)
+			}
+		}
+		t.Logf("cluster %s: %d objects of Fleet's expected output found, and the two guestbook charts", d.Name, found[d.Name])
+	}
+}
+
+// expectDeployed checks that each cluster (named after its env label) has every
+// object Fleet's expected output has for its environment, and returns how many.
+func expectDeployed(t *testing.T, clusters []*framework.Downstream) map[string]int {
+	t.Helper()
+	found := map[string]int{}
 	for _, d := range clusters {
 		env := d.Name
 		client := dynamicFor(t, d.Cluster)
-		found := 0
 		for _, ex := range examples(t) {
 			want, err := os.ReadFile(filepath.Join(examplesDir, "tests/expected", ex.Case, env+"-output.yaml"))
 			if err != nil {
@@ -131,16 +147,11 @@ spec:
 				if err := client.exists(apiVersion, kind, ns, name); err != nil {
 					t.Errorf("cluster %s (%s): %s: %v", env, ex.Case, key, err)
 				}
-				found++
+				found[env]++
 			}
 		}
-		for _, ns := range []string{"from-private-repo", "from-oci"} {
-			if err := client.exists("apps/v1", "Deployment", ns, "frontend"); err != nil {
-				t.Errorf("cluster %s: the guestbook chart in %s: %v", env, ns, err)
-			}
-		}
-		t.Logf("cluster %s: %d objects of Fleet's expected output found, and the two guestbook charts", env, found)
 	}
+	return found
 }
 
 // hubApply runs `hub apply NAME [ARGS...]` in dir against hub and returns the names of
