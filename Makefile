@@ -42,7 +42,7 @@ IMAGES_DIR       ?= $(BIN)/images
 IMAGE_REPOSITORY ?= flotilla
 IMAGE_TAG        ?= $(shell sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\}$$/\1/p' charts/fleet-like/hub/Chart.yaml)
 
-.PHONY: all build run bench chaos node node-packages images image-tarballs skopeo controlplane test unit fuzz integration generate verify-generate tools helm controller-gen staticcheck lint clean
+.PHONY: all build run bench bench-gitrepo chaos node node-packages images image-tarballs skopeo controlplane test unit fuzz integration generate verify-generate tools helm controller-gen staticcheck lint clean
 
 all: build
 
@@ -83,6 +83,13 @@ chaos: build helm
 	FLOTILLA_CHAOS_CLUSTERS=$(CHAOS_CLUSTERS) FLOTILLA_CHAOS_REAL_AGENTS=$(CHAOS_REAL_AGENTS) FLOTILLA_CHAOS_KILLS=$(CHAOS_KILLS) \
 		FLOTILLA_CHAOS_SEED=$(CHAOS_SEED) FLOTILLA_BIN=$(BIN) PATH=$(BIN):$$PATH \
 		go test -count=1 -v -parallel 1 -run '^TestChaos' -timeout 3h ./integrationtests/chaos/
+
+## bench-gitrepo: GITREPOS GitRepos polling every 15 s against a local Git server:
+## time to all Accepted, then the hub's CPU and memory over a minute (docs/gitrepo.md).
+GITREPOS ?= 100
+bench-gitrepo: build
+	FLOTILLA_GITREPO_SCALE=$(GITREPOS) FLOTILLA_BIN=$(BIN) PATH=$(BIN):$$PATH \
+		go test -count=1 -v -run '^TestManyGitReposPolling$$' -timeout 30m ./integrationtests/gitrepo/
 
 ## run: start a hub with an embedded control plane; data in $(DATA_DIR).
 run: build

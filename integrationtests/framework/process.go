@@ -97,6 +97,9 @@ func (p *Process) start() {
 // Exited is closed when the process has ended.
 func (p *Process) Exited() <-chan struct{} { return p.exited }
 
+// Pid is the process's ID.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
 // Stop sends SIGTERM and waits for a clean exit; after 30 seconds it kills.
 func (p *Process) Stop() error {
 	if p.cmd == nil {

@@ -22,9 +22,10 @@ type Server struct {
 	URL string
 	// Work is the working copy; Bare the served repository.
 	Work, Bare string
-	// Pulls counts fetches of packs (git-upload-pack POSTs); Refused, requests
+	// Pulls counts fetches of packs (git-upload-pack POSTs); Looks, requests for
+	// the refs (what ls-remote and the start of a fetch ask); Refused, requests
 	// without the right credentials.
-	Pulls, Refused atomic.Int64
+	Pulls, Looks, Refused atomic.Int64
 }
 
 // Start serves a new repository with branch main; user and password, if set, are
@@ -49,6 +50,9 @@ func Start(t *testing.T, user, password string) *Server {
 		}
 		if strings.HasSuffix(r.URL.Path, "/git-upload-pack") {
 			s.Pulls.Add(1)
+		}
+		if strings.HasSuffix(r.URL.Path, "/info/refs") {
+			s.Looks.Add(1)
 		}
 		backend.ServeHTTP(w, r)
 	}))

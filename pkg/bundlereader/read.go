@@ -321,7 +321,12 @@ func applyOptions(b *fleet.Bundle, fy *FleetYAML, opts Options) {
 		}
 	}
 	if opts.ServiceAccount != "" {
+		// Every target's too: a fleet.yaml's targetCustomizations may not deploy as
+		// another service account than the one its GitRepo (or restriction) says.
 		b.Spec.ServiceAccount = opts.ServiceAccount
+		for i := range b.Spec.Targets {
+			b.Spec.Targets[i].ServiceAccount = opts.ServiceAccount
+		}
 	}
 	if opts.Paused {
 		b.Spec.Paused = true

@@ -544,3 +544,28 @@ func TestReadWithAnOptionsFile(t *testing.T) {
 		})
 	}
 }
+
+// The service account a GitRepo (or its GitRepoRestriction) sets is every target's:
+// a fleet.yaml's targetCustomizations cannot deploy as another one.
+func TestTheServiceAccountOptionIsEveryTargets(t *testing.T) {
+	dir := t.TempDir()
+	fy := "serviceAccount: mine\ntargetCustomizations:\n- name: dev\n  clusterSelector: {matchLabels: {env: dev}}\n  serviceAccount: other-teams-deployer\n"
+	if err := os.WriteFile(filepath.Join(dir, "fleet.yaml"), []byte(fy), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "cm.yaml"), []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b, err := Read(context.Background(), "app", dir, Options{ServiceAccount: "deployer"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Spec.ServiceAccount != "deployer" {
+		t.Errorf("the Bundle's service account: %q", b.Spec.ServiceAccount)
+	}
+	for _, target := range b.Spec.Targets {
+		if target.ServiceAccount != "deployer" {
+			t.Errorf("target %s deploys as %q", target.Name, target.ServiceAccount)
+		}
+	}
+}

@@ -132,6 +132,17 @@ func CheckURL(raw string) error {
 	if u.User != nil {
 		return &Error{ReasonInvalidURL, fmt.Errorf("repo %q holds a credential: put it in the Secret clientSecretName names", u.Redacted())}
 	}
+	// What GitRepoRestrictions match is what is fetched: no dot segments (which
+	// servers resolve, so team-a/../team-b would pass a pattern for team-a), no
+	// query or fragment.
+	if u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" {
+		return &Error{ReasonInvalidURL, fmt.Errorf("repo %q: a repository URL has no query or fragment", raw)}
+	}
+	for _, seg := range strings.Split(u.EscapedPath(), "/") {
+		if s, err := url.PathUnescape(seg); err != nil || s == "." || s == ".." || strings.Contains(s, "/") {
+			return &Error{ReasonInvalidURL, fmt.Errorf("repo %q: the path may not hold . or .. segments or escaped slashes", raw)}
+		}
+	}
 	return nil
 }
 
@@ -149,9 +160,14 @@ func (s Source) auth() transport.AuthMethod {
 	return &githttp.BasicAuth{Username: s.Username, Password: s.Password}
 }
 
+// MaxRefs bounds the answer to a look at a branch: the refs run in the hub's
+// process, not in a worker.
+const MaxRefs = 8 << 20
+
 // Head is the commit the source stands at: its branch's, or its revision's. The
-// server's answer may take at most maxBytes.
+// server's answer may take at most min(maxBytes, MaxRefs).
 func Head(ctx context.Context, s Source, maxBytes int64) (string, error) {
+	maxBytes = min(maxBytes, MaxRefs)
 	if err := CheckURL(s.URL); err != nil {
 		return "", err
 	}

@@ -26,6 +26,12 @@ func TestOnlyHTTPRepositoriesOfAHost(t *testing.T) {
 		{"https://user:token@github.com/x/y", false},
 		{"https:///no-host", false},
 		{"ext::sh -c touch% /tmp/pwned", false},
+		{"https://git.example.com/team-a/../team-b/private.git", false},
+		{"https://git.example.com/team-a/%2e%2e/team-b/private.git", false},
+		{"https://git.example.com/team-a/./repo.git", false},
+		{"https://git.example.com/team-a%2f..%2fteam-b/repo.git", false},
+		{"https://git.example.com/team-a/repo.git?x=1", false},
+		{"https://git.example.com/team-a/repo.git#frag", false},
 	} {
 		t.Run(tc.url, func(t *testing.T) {
 			err := CheckURL(tc.url)

@@ -36,6 +36,9 @@ type outcome struct {
 	Message string `json:"message,omitempty"`
 }
 
+// workerEnv are the variables of the hub's environment a worker gets.
+var workerEnv = []string{"PATH", "TMPDIR", "SSL_CERT_FILE", "SSL_CERT_DIR"}
+
 // Limits bound a worker process.
 type Limits struct {
 	// Memory bounds the worker's data segment (RLIMIT_DATA), in bytes: a
@@ -59,7 +62,13 @@ func Run(ctx context.Context, exe string, job Job, limits Limits) error {
 	}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &limitedBuffer{&stdout, 64 << 10}, &limitedBuffer{&stderr, 64 << 10}
-	cmd.Env = append(os.Environ(), fmt.Sprintf("GOMEMLIMIT=%d", limits.Memory*3/4))
+	// Only what a fetch needs of the hub's environment.
+	cmd.Env = []string{fmt.Sprintf("GOMEMLIMIT=%d", limits.Memory*3/4)}
+	for _, name := range workerEnv {
+		if v, ok := os.LookupEnv(name); ok {
+			cmd.Env = append(cmd.Env, name+"="+v)
+		}
+	}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("starting the fetch worker: %w", err)
 	}

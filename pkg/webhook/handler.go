@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+	"golang.org/x/sync/singleflight"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -44,6 +45,7 @@ type Handler struct {
 	repos   cache.SharedIndexInformer
 	mu      sync.Mutex
 	secrets map[string]secretRead
+	reads   singleflight.Group
 }
 
 type secretRead struct {
@@ -135,11 +137,12 @@ func (h *Handler) verify(ctx context.Context, event Event, push Push) ([]*fleet.
 		}
 		ok := byGlobal
 		if gr.Spec.WebhookSecret != "" {
+			// A Secret that cannot be read verifies nothing; the others still count.
 			own, err := h.secret(ctx, gr.Namespace, gr.Spec.WebhookSecret)
 			if err != nil {
-				return nil, false, err
+				h.Log.WithError(err).WithField("gitrepo", gr.Namespace+"/"+gr.Name).Warn("Reading a GitRepo's webhookSecret")
 			}
-			ok = event.Verified(own[event.Provider])
+			ok = err == nil && event.Verified(own[event.Provider])
 		}
 		if ok {
 			out = append(out, gr)
@@ -148,7 +151,8 @@ func (h *Handler) verify(ctx context.Context, event Event, push Push) ([]*fleet.
 	return out, byGlobal || len(out) > 0, nil
 }
 
-// secret reads a Secret's data, at most once per SecretTTL; a missing one has none.
+// secret reads the provider keys of a Secret, at most once per SecretTTL (however
+// many events come at once); a missing Secret has none.
 func (h *Handler) secret(ctx context.Context, namespace, name string) (map[string][]byte, error) {
 	key := namespace + "/" + name
 	h.mu.Lock()
@@ -157,29 +161,40 @@ func (h *Handler) secret(ctx context.Context, namespace, name string) (map[strin
 	if ok && time.Since(read.at) < SecretTTL {
 		return read.data, nil
 	}
-	s, err := h.Kube.CoreV1().Secrets(namespace).Get(ctx, name, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		read = secretRead{at: time.Now()}
-	case err != nil:
-		return nil, err
-	default:
-		read = secretRead{data: s.Data, at: time.Now()}
-	}
-	h.mu.Lock()
-	if h.secrets == nil {
-		h.secrets = map[string]secretRead{}
-	}
-	// Only Secrets GitRepos name, and the hub's, are read: the map stays small;
-	// entries of Secrets no longer named are dropped when stale.
-	for k, v := range h.secrets {
-		if time.Since(v.at) > SecretTTL {
-			delete(h.secrets, k)
+	v, err, _ := h.reads.Do(key, func() (interface{}, error) {
+		s, err := h.Kube.CoreV1().Secrets(namespace).Get(ctx, name, metav1.GetOptions{})
+		read := secretRead{at: time.Now()}
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return nil, err
+		default:
+			read.data = map[string][]byte{}
+			for _, p := range []string{GitHub, GitLab, Gitea, Bitbucket} {
+				if v, ok := s.Data[p]; ok {
+					read.data[p] = v
+				}
+			}
 		}
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if h.secrets == nil {
+			h.secrets = map[string]secretRead{}
+		}
+		// Only Secrets GitRepos name, and the hub's, are read: the map stays small;
+		// entries of Secrets no longer named go when stale.
+		for k, v := range h.secrets {
+			if time.Since(v.at) > SecretTTL {
+				delete(h.secrets, k)
+			}
+		}
+		h.secrets[key] = read
+		return read.data, nil
+	})
+	if err != nil {
+		return nil, err
 	}
-	h.secrets[key] = read
-	h.mu.Unlock()
-	return read.data, nil
+	return v.(map[string][]byte), nil
 }
 
 // follows says whether gr deploys the pushed branch of the pushed repository.

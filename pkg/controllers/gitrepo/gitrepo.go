@@ -380,6 +380,10 @@ func folders(checkout string, spec fleet.GitRepoSpec) ([]string, []hubctl.Bundle
 		if base == "" {
 			base = "."
 		}
+		// A base is a folder, not a pattern: what is checked is what is read.
+		if strings.ContainsAny(base, `*?[\`) {
+			return nil, nil, fmt.Errorf("bundles: base %q: a base is one folder; *, ?, [ and \\ are not allowed", b.Base)
+		}
 		clean, err := Paths(checkout, []string{base})
 		if err != nil {
 			return nil, nil, fmt.Errorf("bundles: %w", err)

@@ -120,3 +120,28 @@ func TestPathsStayInTheCheckout(t *testing.T) {
 		})
 	}
 }
+
+// A bundles base is one folder inside the checkout: a pattern that matches a safe
+// folder while naming a link out of the repository is refused.
+func TestBundlesBasesStayInTheCheckout(t *testing.T) {
+	checkout := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(checkout, "x"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(t.TempDir(), filepath.Join(checkout, "[x]")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(t.TempDir(), filepath.Join(checkout, "out")); err != nil {
+		t.Fatal(err)
+	}
+	for _, base := range []string{"[x]", "*", `\x`, "out", "../..", "/etc", "missing"} {
+		t.Run(base, func(t *testing.T) {
+			if _, dirs, err := folders(checkout, fleet.GitRepoSpec{Bundles: []fleet.BundlePath{{Base: base}}}); err == nil {
+				t.Errorf("base %q accepted: %+v", base, dirs)
+			}
+		})
+	}
+	if _, dirs, err := folders(checkout, fleet.GitRepoSpec{Bundles: []fleet.BundlePath{{Base: "x", Options: "fleet-dev.yaml"}}}); err != nil || len(dirs) != 1 || dirs[0].Dir != "x" {
+		t.Errorf("base x: %+v %v", dirs, err)
+	}
+}

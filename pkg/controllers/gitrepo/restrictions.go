@@ -58,6 +58,11 @@ func Restrict(gr *fleet.GitRepo, restrictions []*fleet.GitRepoRestriction) (Allo
 	if len(r.AllowedClientSecretNames) > 0 && allowed.ClientSecretName != "" && !slices.Contains(r.AllowedClientSecretNames, allowed.ClientSecretName) {
 		return allowed, fmt.Errorf("clientSecretName %q is not allowed: the GitRepoRestrictions allow %s", allowed.ClientSecretName, list(r.AllowedClientSecretNames))
 	}
+	// helmSecretName names a credential too, sent where helmRepoURLRegex says: the
+	// same list bounds it (Fleet does not).
+	if h := gr.Spec.HelmSecretName; len(r.AllowedClientSecretNames) > 0 && h != "" && !slices.Contains(r.AllowedClientSecretNames, h) {
+		return allowed, fmt.Errorf("helmSecretName %q is not allowed: the GitRepoRestrictions' allowedClientSecretNames allow %s", h, list(r.AllowedClientSecretNames))
+	}
 	if len(r.AllowedRepoPatterns) > 0 {
 		ok, err := repoAllowed(gr.Spec.Repo, r.AllowedRepoPatterns)
 		if err != nil {

@@ -62,6 +62,8 @@ func TestRestrict(t *testing.T) {
 			[]*fleet.GitRepoRestriction{restriction("r", fleet.GitRepoRestriction{AllowedTargetNamespaceSelector: &metav1.LabelSelector{}})}, Allowed{}, "allowedTargetNamespaceSelector"},
 		{"a client secret not allowed", repo(fleet.GitRepoSpec{ClientSecretName: "someone-elses"}),
 			[]*fleet.GitRepoRestriction{restriction("r", fleet.GitRepoRestriction{AllowedClientSecretNames: []string{"ours"}})}, Allowed{}, `clientSecretName "someone-elses" is not allowed`},
+		{"a helm secret not allowed", repo(fleet.GitRepoSpec{HelmSecretName: "admins"}),
+			[]*fleet.GitRepoRestriction{restriction("r", fleet.GitRepoRestriction{AllowedClientSecretNames: []string{"ours"}})}, Allowed{}, `helmSecretName "admins" is not allowed`},
 		{"the default client secret", repo(fleet.GitRepoSpec{}),
 			[]*fleet.GitRepoRestriction{restriction("r", fleet.GitRepoRestriction{DefaultClientSecretName: "ours", AllowedClientSecretNames: []string{"ours"}})}, Allowed{ClientSecretName: "ours"}, ""},
 	} {
