@@ -10,6 +10,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/http"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -324,5 +325,39 @@ allowedServiceAccounts: [deployer]
 	hub.MustKubectl("", "-n", ns, "delete", "gitreporestrictions.fleet.cattle.io", "only-ours")
 	if reason, message := acceptedIn(t, hub, ns, "as-admin", "True"); reason != "" {
 		t.Errorf("as-admin once unrestricted: %s %s", reason, message)
+	}
+}
+
+// A GitRepo reads an SSH repository with the key and known_hosts of its
+// kubernetes.io/ssh-auth Secret, and refuses a server whose key it cannot check.
+func TestAGitRepoOverSSH(t *testing.T) {
+	git := startGitServer(t)
+	key := gittest.NewKey(t)
+	url, knownHosts := git.ServeSSH(key)
+	hub := framework.StartHub(t, "--gitrepo-allowed-networks=127.0.0.0/8")
+	dir := t.TempDir()
+	for name, data := range map[string][]byte{"id": key.PrivatePEM, "known_hosts": knownHosts} {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hub.MustKubectl("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: "+workspace+"\n", "apply", "-f", "-")
+	hub.MustKubectl("", "-n", workspace, "create", "secret", "generic", "ssh-auth", "--type=kubernetes.io/ssh-auth",
+		"--from-file=ssh-privatekey="+filepath.Join(dir, "id"), "--from-file=known_hosts="+filepath.Join(dir, "known_hosts"))
+	hub.MustKubectl("", "-n", workspace, "create", "secret", "generic", "ssh-no-known-hosts", "--type=kubernetes.io/ssh-auth",
+		"--from-file=ssh-privatekey="+filepath.Join(dir, "id"))
+	hub.MustKubectl(gitRepo("over-ssh", url, "main", "ssh-auth", "single-cluster/manifests"), "apply", "-f", "-")
+	hub.MustKubectl(gitRepo("unchecked-host", url, "main", "ssh-no-known-hosts", "single-cluster/manifests"), "apply", "-f", "-")
+
+	if reason, message := accepted(t, hub, "over-ssh", "True"); reason != "" {
+		t.Errorf("over-ssh: %s %s", reason, message)
+	}
+	if out := hub.MustKubectl("", "-n", workspace, "get", "bundles.fleet.cattle.io", "-l", "fleet.cattle.io/repo-name=over-ssh", "-o", "name"); !strings.Contains(out, "over-ssh-single-cluster-manifests") {
+		t.Errorf("the Bundles of the SSH GitRepo: %q", out)
+	}
+	reason, message := accepted(t, hub, "unchecked-host", "False")
+	t.Logf("unchecked-host: %s: %s", reason, message)
+	if reason != "HostKeyNotTrusted" {
+		t.Errorf("without known_hosts: %s %s", reason, message)
 	}
 }

@@ -41,6 +41,9 @@ type Source struct {
 	Revision string
 	// Username and Password authenticate over HTTP (basic auth), if set.
 	Username, Password string
+	// SSHPrivateKey authenticates over SSH; KnownHosts are the server keys
+	// trusted (required for SSH).
+	SSHPrivateKey, KnownHosts []byte
 	// CABundle is the PEM CA of the server; InsecureSkipTLS skips the check.
 	CABundle        []byte
 	InsecureSkipTLS bool
@@ -57,6 +60,7 @@ const (
 	ReasonTooLarge           = "TooLarge"
 	ReasonTimedOut           = "TimedOut"
 	ReasonFetchFailed        = "FetchFailed"
+	ReasonHostKeyNotTrusted  = "HostKeyNotTrusted"
 )
 
 // Error is a failed fetch with the reason a condition shows.
@@ -94,6 +98,7 @@ func Install(policy *kubeconfig.AddressPolicy) {
 	c := githttp.NewClient(&http.Client{Transport: budgetTransport{tr}})
 	client.InstallProtocol("https", c)
 	client.InstallProtocol("http", c)
+	installSSH()
 	installed.Store(&http.Client{Transport: tr, Timeout: 5 * time.Minute})
 }
 
@@ -116,15 +121,28 @@ func HTTPClient() *http.Client { return installed.Load() }
 
 var fullCommit = regexp.MustCompile(`^[0-9a-f]{40}$`)
 
-// CheckURL refuses what is not an http(s) URL of a host: local paths, file://, ssh
-// (not supported yet) and URLs with credentials in them.
+// CheckURL refuses what is not a repository on a host over http(s) or SSH (ssh://
+// or user@host:path): local paths, file://, ext:: and URLs with credentials in them.
 func CheckURL(raw string) error {
+	if isSSH(raw) {
+		ep, err := transport.NewEndpoint(raw)
+		if err != nil {
+			return &Error{ReasonInvalidURL, fmt.Errorf("repo %q is not a URL: %w", raw, err)}
+		}
+		if ep.Host == "" || strings.HasPrefix(ep.Host, "-") {
+			return &Error{ReasonInvalidURL, fmt.Errorf("repo %q has no host", raw)}
+		}
+		if ep.Password != "" {
+			return &Error{ReasonInvalidURL, fmt.Errorf("repo %q holds a password: put a key in the Secret clientSecretName names", raw)}
+		}
+		return checkPath(raw, ep.Path)
+	}
 	u, err := url.Parse(raw)
 	if err != nil {
 		return &Error{ReasonInvalidURL, fmt.Errorf("repo %q is not a URL: %w", raw, err)}
 	}
 	if u.Scheme != "https" && u.Scheme != "http" {
-		return &Error{ReasonInvalidURL, fmt.Errorf("repo %q: only https:// and http:// repositories are supported", raw)}
+		return &Error{ReasonInvalidURL, fmt.Errorf("repo %q: only https://, http:// and SSH repositories are supported", raw)}
 	}
 	if u.Host == "" {
 		return &Error{ReasonInvalidURL, fmt.Errorf("repo %q has no host", raw)}
@@ -132,13 +150,17 @@ func CheckURL(raw string) error {
 	if u.User != nil {
 		return &Error{ReasonInvalidURL, fmt.Errorf("repo %q holds a credential: put it in the Secret clientSecretName names", u.Redacted())}
 	}
-	// What GitRepoRestrictions match is what is fetched: no dot segments (which
-	// servers resolve, so team-a/../team-b would pass a pattern for team-a), no
-	// query or fragment.
+	// What GitRepoRestrictions match is what is fetched: no query or fragment.
 	if u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" {
 		return &Error{ReasonInvalidURL, fmt.Errorf("repo %q: a repository URL has no query or fragment", raw)}
 	}
-	for _, seg := range strings.Split(u.EscapedPath(), "/") {
+	return checkPath(raw, u.EscapedPath())
+}
+
+// checkPath refuses dot segments, escaped or not, which servers resolve: so
+// team-a/../team-b would pass a restriction's pattern for team-a.
+func checkPath(raw, path string) error {
+	for _, seg := range strings.Split(path, "/") {
 		if s, err := url.PathUnescape(seg); err != nil || s == "." || s == ".." || strings.Contains(s, "/") {
 			return &Error{ReasonInvalidURL, fmt.Errorf("repo %q: the path may not hold . or .. segments or escaped slashes", raw)}
 		}
@@ -153,11 +175,26 @@ func (s Source) branch() string {
 	return s.Branch
 }
 
-func (s Source) auth() transport.AuthMethod {
-	if s.Username == "" && s.Password == "" {
-		return nil
+// access is how s is reached: its credential, and for SSH the policy dialer that
+// counts against b, until release; dir holds what SSH needs on disk (known_hosts).
+func (s Source) access(ctx context.Context, dir string, b *budget) (auth transport.AuthMethod, opts transport.ProxyOptions, release func(), err error) {
+	release = func() {}
+	if isSSH(s.URL) {
+		ep, err := transport.NewEndpoint(s.URL)
+		if err != nil {
+			return nil, opts, release, &Error{ReasonInvalidURL, err}
+		}
+		keys, err := sshAuth(s, ep.User, dir)
+		if err != nil {
+			return nil, opts, release, err
+		}
+		opts, release = sshProxy(ctx, b)
+		return keys, opts, release, nil
 	}
-	return &githttp.BasicAuth{Username: s.Username, Password: s.Password}
+	if s.Username == "" && s.Password == "" {
+		return nil, opts, release, nil
+	}
+	return &githttp.BasicAuth{Username: s.Username, Password: s.Password}, opts, release, nil
 }
 
 // MaxRefs bounds the answer to a look at a branch: the refs run in the hub's
@@ -175,9 +212,19 @@ func Head(ctx context.Context, s Source, maxBytes int64) (string, error) {
 		return s.Revision, nil
 	}
 	ctx, budget := withBudget(ctx, maxBytes)
+	tmp, err := os.MkdirTemp("", "flotilla-head-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(tmp)
+	auth, proxyOpts, release, err := s.access(ctx, tmp, budget)
+	if err != nil {
+		return "", err
+	}
+	defer release()
 	remote := git.NewRemote(memory.NewStorage(), &config.RemoteConfig{Name: "origin", URLs: []string{s.URL}})
-	refs, err := remote.ListContext(ctx, &git.ListOptions{Auth: s.auth(), CABundle: s.CABundle, InsecureSkipTLS: s.InsecureSkipTLS,
-		PeelingOption: git.AppendPeeled})
+	refs, err := remote.ListContext(ctx, &git.ListOptions{Auth: auth, CABundle: s.CABundle, InsecureSkipTLS: s.InsecureSkipTLS,
+		PeelingOption: git.AppendPeeled, ProxyOptions: proxyOpts})
 	if budget.exceeded() {
 		return "", budget.err()
 	}
@@ -217,8 +264,18 @@ func Checkout(ctx context.Context, s Source, commit, dir string, maxBytes int64)
 		return err
 	}
 	ctx, budget := withBudget(ctx, maxBytes)
-	opts := &git.CloneOptions{URL: s.URL, Auth: s.auth(), CABundle: s.CABundle, InsecureSkipTLS: s.InsecureSkipTLS,
-		Tags: git.NoTags, NoCheckout: true}
+	tmp, err := os.MkdirTemp(filepath.Dir(dir), "flotilla-ssh-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	auth, proxyOpts, release, err := s.access(ctx, tmp, budget)
+	if err != nil {
+		return err
+	}
+	defer release()
+	opts := &git.CloneOptions{URL: s.URL, Auth: auth, CABundle: s.CABundle, InsecureSkipTLS: s.InsecureSkipTLS,
+		Tags: git.NoTags, NoCheckout: true, ProxyOptions: proxyOpts}
 	shallow := true
 	switch {
 	case s.Revision == "":
@@ -287,6 +344,10 @@ func classify(ctx context.Context, s Source, err error) error {
 	switch {
 	case errors.As(err, &refused):
 		return &Error{ReasonAddressRefused, err}
+	case strings.Contains(err.Error(), "knownhosts:"):
+		return &Error{ReasonHostKeyNotTrusted, fmt.Errorf("%s: the server's key is not in the known_hosts of clientSecretName: %w", s.URL, err)}
+	case strings.Contains(err.Error(), "ssh: unable to authenticate") || strings.Contains(err.Error(), "ssh: handshake failed"):
+		return &Error{ReasonAuthFailed, fmt.Errorf("%s: the key of clientSecretName was refused: %w", s.URL, err)}
 	case ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded):
 		return &Error{ReasonTimedOut, fmt.Errorf("fetching %s took too long: %w", s.URL, err)}
 	case errors.Is(err, transport.ErrAuthenticationRequired), errors.Is(err, transport.ErrAuthorizationFailed):

@@ -360,9 +360,10 @@ func (h *handler) source(gr *fleet.GitRepo, secretName string) (gitfetch.Source,
 		return src, err
 	}
 	src.Username, src.Password = string(secret.Data[corev1.BasicAuthUsernameKey]), string(secret.Data[corev1.BasicAuthPasswordKey])
-	if src.Username == "" && src.Password == "" {
-		return src, &reasoned{ReasonSecretNotFound, fmt.Errorf("clientSecretName: Secret %s/%s has no %s or %s (a kubernetes.io/basic-auth Secret)",
-			gr.Namespace, secretName, corev1.BasicAuthUsernameKey, corev1.BasicAuthPasswordKey)}
+	src.SSHPrivateKey, src.KnownHosts = secret.Data[corev1.SSHAuthPrivateKey], secret.Data["known_hosts"]
+	if src.Username == "" && src.Password == "" && len(src.SSHPrivateKey) == 0 {
+		return src, &reasoned{ReasonSecretNotFound, fmt.Errorf("clientSecretName: Secret %s/%s has no %s or %s (a kubernetes.io/basic-auth Secret) and no %s (a kubernetes.io/ssh-auth Secret, with known_hosts)",
+			gr.Namespace, secretName, corev1.BasicAuthUsernameKey, corev1.BasicAuthPasswordKey, corev1.SSHAuthPrivateKey)}
 	}
 	return src, nil
 }

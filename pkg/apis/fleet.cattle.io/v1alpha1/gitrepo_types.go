@@ -28,7 +28,7 @@ type GitRepo struct {
 
 // GitRepoSpec is what a GitRepo reads and where its Bundles go.
 type GitRepoSpec struct {
-	// Repo is the repository's URL (https:// or http://).
+	// Repo is the repository's URL: https://, http://, ssh:// or user@host:path.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=2048
 	Repo string `json:"repo"`
@@ -75,7 +75,8 @@ type GitRepoSpec struct {
 	// +optional
 	DisablePolling bool `json:"disablePolling,omitempty"`
 	// ClientSecretName is a Secret in the GitRepo's namespace with the credential
-	// for the repository: kubernetes.io/basic-auth (username, password).
+	// for the repository: kubernetes.io/basic-auth (username, password), or for SSH
+	// kubernetes.io/ssh-auth (ssh-privatekey, and known_hosts, required).
 	// +optional
 	ClientSecretName string `json:"clientSecretName,omitempty"`
 	// HelmSecretName is a Secret in the GitRepo's namespace with the credential for

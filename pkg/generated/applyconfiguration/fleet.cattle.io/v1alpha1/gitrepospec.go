@@ -27,7 +27,7 @@ import (
 //
 // GitRepoSpec is what a GitRepo reads and where its Bundles go.
 type GitRepoSpecApplyConfiguration struct {
-	// Repo is the repository's URL (https:// or http://).
+	// Repo is the repository's URL: https://, http://, ssh:// or user@host:path.
 	Repo *string `json:"repo,omitempty"`
 	// Branch is followed: each new commit is deployed. Default "master", as Fleet's.
 	Branch *string `json:"branch,omitempty"`
@@ -57,7 +57,8 @@ type GitRepoSpecApplyConfiguration struct {
 	// DisablePolling stops looking for new commits (a webhook still triggers).
 	DisablePolling *bool `json:"disablePolling,omitempty"`
 	// ClientSecretName is a Secret in the GitRepo's namespace with the credential
-	// for the repository: kubernetes.io/basic-auth (username, password).
+	// for the repository: kubernetes.io/basic-auth (username, password), or for SSH
+	// kubernetes.io/ssh-auth (ssh-privatekey, and known_hosts, required).
 	ClientSecretName *string `json:"clientSecretName,omitempty"`
 	// HelmSecretName is a Secret in the GitRepo's namespace with the credential for
 	// the chart repositories that fleet.yaml files name: username, password, and
