@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/flotilla/flotilla/integrationtests/framework"
+	"github.com/flotilla/flotilla/internal/gittest"
 )
 
 // runJourney runs one of this package's scripts (framework.RunJourney).
@@ -55,6 +56,20 @@ func TestJourneyJ6BundlesReachClusters(t *testing.T) {
 	out := runJourney(t, "j6.sh", "HUB="+hub.Kubeconfig, "DEV="+dev.Kubeconfig, "PROD="+prod.Kubeconfig)
 	for _, line := range strings.Split(out, "\n") {
 		if strings.HasPrefix(line, "kubectl apply to Bundle Ready") || strings.HasPrefix(line, "J6 passed") || strings.HasPrefix(line, "fleet.yaml passed") {
+			t.Log(line)
+		}
+	}
+}
+
+func TestJourneyJ9GitOps(t *testing.T) {
+	t.Parallel()
+	git := gittest.Start(t, "git", "s3cret")
+	hub := framework.StartHub(t, "--gitrepo-allowed-networks=127.0.0.0/8")
+	clusters := framework.RegisterSimulatedClusters(t, hub, "fleet-default", map[string]string{"dev": "dev"})
+	out := runJourney(t, "j9.sh", "HUB="+hub.Kubeconfig, "DEV="+clusters[0].Kubeconfig, "REPO="+git.URL, "PUSH="+git.Bare,
+		"GIT_USER=git", "GIT_PASSWORD=s3cret")
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "git push to") || strings.HasPrefix(line, "J9 passed") {
 			t.Log(line)
 		}
 	}
