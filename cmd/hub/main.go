@@ -179,7 +179,7 @@ cluster instead, installing or updating the fleet.cattle.io CRDs there itself.`,
 	cmd.Flags().StringSliceVar(&settings.KubeconfigSecretNamespaces, "kubeconfig-secret-namespaces", nil, "namespaces besides a Cluster's own that its spec.kubeConfigSecretNamespace may name")
 	cmd.Flags().StringSliceVar(&gitAllowed, "gitrepo-allowed-networks", nil, "CIDRs (or addresses) a GitRepo's repository may resolve to even though they are loopback, link-local or the hub's own API server, e.g. 127.0.0.0/8 for a Git server on the hub's machine")
 	cmd.Flags().DurationVar(&settings.GitRepo.PollingInterval, "gitrepo-polling-interval", gitrepo.DefaultPollingInterval, "how often a GitRepo's branch is looked at for a new commit, unless its spec.pollingInterval says")
-	cmd.Flags().DurationVar(&settings.GitRepo.FetchTimeout, "gitrepo-fetch-timeout", 2*time.Minute, "longest a GitRepo's fetch (a look at its branch, or a checkout) may take")
+	cmd.Flags().DurationVar(&settings.GitRepo.FetchTimeout, "gitrepo-fetch-timeout", 2*time.Minute, "longest one sync of a GitRepo may take: the look at its branch, the wait for a fetch worker, the checkout, its charts' downloads and the Bundles' writes")
 	cmd.Flags().Int64Var(&settings.GitRepo.MaxCheckoutSize, "gitrepo-max-size", 256<<20, "bytes a GitRepo's download, and its checked-out files, may each take; a larger one is Accepted=False TooLarge")
 	cmd.Flags().Int64Var(&settings.GitRepo.FetchMemory, "gitrepo-fetch-memory", 512<<20, "bytes of memory one checkout's worker process may take; a repository that needs more is Accepted=False TooLarge")
 	cmd.Flags().IntVar(&settings.GitRepo.ConcurrentFetches, "gitrepo-concurrent-fetches", 4, "checkouts run at the same time; more wait (looks at a branch are not counted)")

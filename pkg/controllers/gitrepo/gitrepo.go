@@ -160,9 +160,7 @@ func Poll(gr *fleet.GitRepo, last Attempt, restrictions string, now time.Time, i
 		last.Restrictions != restrictions {
 		return true
 	}
-	// Event times have seconds only: an event in the second of the last look counts.
-	if gr.Status.WebhookCommit != "" && gr.Status.WebhookCommit != gr.Status.Commit && !gr.Status.LastWebhookTime.Time.Before(last.At.Truncate(time.Second)) &&
-		now.Sub(last.At) >= MinPollingInterval {
+	if PushPending(gr, last) && now.Sub(last.At) >= MinPollingInterval {
 		return true
 	}
 	failed := true
@@ -173,6 +171,14 @@ func Poll(gr *fleet.GitRepo, last Attempt, restrictions string, now time.Time, i
 		return false
 	}
 	return !now.Before(last.At.Add(interval))
+}
+
+// PushPending says whether a push event since the last look named a commit not
+// deployed. Event times have seconds only: an event in the second of the last look
+// counts.
+func PushPending(gr *fleet.GitRepo, last Attempt) bool {
+	return gr.Status.WebhookCommit != "" && gr.Status.WebhookCommit != gr.Status.Commit &&
+		!gr.Status.LastWebhookTime.Time.Before(last.At.Truncate(time.Second))
 }
 
 func (h *handler) interval(gr *fleet.GitRepo) time.Duration {
@@ -204,7 +210,13 @@ func (h *handler) onChange(key string, gr *fleet.GitRepo) (*fleet.GitRepo, error
 	}
 	restrictedBy := restrictionKey(restrictions)
 	now := time.Now()
-	if Poll(gr, last, restrictedBy, now, interval) {
+	polled := Poll(gr, last, restrictedBy, now, interval)
+	if !polled && PushPending(gr, last) {
+		// Too soon after the last look: the push is acted on once the minimum
+		// interval has passed, polling or not.
+		h.repos.EnqueueAfter(gr.Namespace, gr.Name, MinPollingInterval)
+	}
+	if polled {
 		h.mu.Lock()
 		h.polled[key] = Attempt{At: now, Generation: gr.Generation, ForceSyncGeneration: gr.Spec.ForceSyncGeneration, Restrictions: restrictedBy}
 		h.mu.Unlock()

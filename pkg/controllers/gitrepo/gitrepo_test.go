@@ -145,3 +145,27 @@ func TestBundlesBasesStayInTheCheckout(t *testing.T) {
 		t.Errorf("base x: %+v %v", dirs, err)
 	}
 }
+
+// A push event that comes less than MinPollingInterval after the last look is not
+// looked at yet, but stays pending, so that the controller comes back to it even
+// with polling off.
+func TestAPushTooSoonStaysPending(t *testing.T) {
+	now := time.Date(2026, 12, 5, 12, 0, 0, 500, time.UTC)
+	gr := &fleet.GitRepo{ObjectMeta: metav1.ObjectMeta{Generation: 1}, Spec: fleet.GitRepoSpec{DisablePolling: true},
+		Status: fleet.GitRepoStatus{Commit: "aaa", WebhookCommit: "bbb", LastWebhookTime: metav1.NewTime(now.Truncate(time.Second)),
+			Conditions: []fleet.Condition{{Type: ConditionAccepted, Status: corev1.ConditionTrue}}}}
+	last := Attempt{At: now.Add(-100 * time.Millisecond), Generation: 1}
+	if Poll(gr, last, "", now, time.Hour) {
+		t.Error("looked at again within MinPollingInterval")
+	}
+	if !PushPending(gr, last) {
+		t.Error("the push is not pending")
+	}
+	if !Poll(gr, last, "", now.Add(MinPollingInterval), time.Hour) {
+		t.Error("not looked at once MinPollingInterval has passed")
+	}
+	gr.Status.Commit = "bbb"
+	if PushPending(gr, last) {
+		t.Error("a push of the deployed commit is pending")
+	}
+}
