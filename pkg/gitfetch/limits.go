@@ -57,13 +57,16 @@ type countedBody struct {
 	budget *budget
 }
 
-func (c *countedBody) Read(p []byte) (int, error) {
-	if c.budget.exceeded() {
-		return 0, c.budget.err()
+func (c *countedBody) Read(p []byte) (int, error) { return c.budget.read(c.ReadCloser, p) }
+
+// read reads from r into p, counting what it reads; past the limit it fails.
+func (b *budget) read(r io.Reader, p []byte) (int, error) {
+	if b.exceeded() {
+		return 0, b.err()
 	}
-	n, err := c.ReadCloser.Read(p)
-	if c.budget.used.Add(int64(n)) > c.budget.limit {
-		return n, c.budget.err()
+	n, err := r.Read(p)
+	if b.used.Add(int64(n)) > b.limit {
+		return n, b.err()
 	}
 	return n, err
 }

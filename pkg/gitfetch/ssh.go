@@ -82,16 +82,7 @@ type boundedConn struct {
 	budget *budget
 }
 
-func (c *boundedConn) Read(p []byte) (int, error) {
-	if c.budget.exceeded() {
-		return 0, c.budget.err()
-	}
-	n, err := c.Conn.Read(p)
-	if c.budget.used.Add(int64(n)) > c.budget.limit {
-		return n, c.budget.err()
-	}
-	return n, err
-}
+func (c *boundedConn) Read(p []byte) (int, error) { return c.budget.read(c.Conn, p) }
 
 // isSSH says whether raw is an SSH repository: ssh://, or scp-like user@host:path.
 func isSSH(raw string) bool {

@@ -87,16 +87,13 @@ func ReadBundles(ctx context.Context, opts ApplyOptions) ([]*fleet.Bundle, error
 				return nil, err
 			}
 			for _, f := range folders {
-				b, err := bundlereader.Read(ctx, f.Name, f.Path, opts.Read)
+				b, err := readOne(ctx, opts, f.Name, f.Path, opts.Read)
 				if err != nil {
 					return nil, err
 				}
-				if len(b.Spec.Resources) == 0 {
-					fmt.Fprintf(logTo(opts.Log), "%s: no resources to deploy; no Bundle made\n", f.Path)
-					continue
+				if b != nil {
+					bundles = append(bundles, b)
 				}
-				b.Namespace = opts.Namespace
-				bundles = append(bundles, b)
 			}
 		}
 	}
@@ -115,21 +112,33 @@ func readBundleDirs(ctx context.Context, opts ApplyOptions) ([]*fleet.Bundle, er
 		}
 		read := opts.Read
 		read.FleetFile = d.FleetFile
-		b, err := bundlereader.Read(ctx, names.BundleForPath(opts.Name, named), filepath.Join(opts.BaseDir, d.Dir), read)
+		b, err := readOne(ctx, opts, names.BundleForPath(opts.Name, named), filepath.Join(opts.BaseDir, d.Dir), read)
 		if err != nil {
 			return nil, err
 		}
-		if len(b.Spec.Resources) == 0 {
-			fmt.Fprintf(logTo(opts.Log), "%s: no resources to deploy; no Bundle made\n", d.Dir)
-			continue
+		if b != nil {
+			bundles = append(bundles, b)
 		}
-		b.Namespace = opts.Namespace
-		bundles = append(bundles, b)
 	}
 	if len(bundles) == 0 {
 		return nil, fmt.Errorf("no resources to deploy in the bundles' folders")
 	}
 	return bundles, nil
+}
+
+// readOne makes the Bundle of the folder dir, or none (said in the log) when it has
+// nothing to deploy.
+func readOne(ctx context.Context, opts ApplyOptions, name, dir string, read bundlereader.Options) (*fleet.Bundle, error) {
+	b, err := bundlereader.Read(ctx, name, dir, read)
+	if err != nil {
+		return nil, err
+	}
+	if len(b.Spec.Resources) == 0 {
+		fmt.Fprintf(logTo(opts.Log), "%s: no resources to deploy; no Bundle made\n", dir)
+		return nil, nil
+	}
+	b.Namespace = opts.Namespace
+	return b, nil
 }
 
 func logTo(w io.Writer) io.Writer {
