@@ -63,7 +63,10 @@ func Run(ctx context.Context, exe string, job Job, limits Limits) error {
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &limitedBuffer{&stdout, 64 << 10}, &limitedBuffer{&stderr, 64 << 10}
 	// Only what a fetch needs of the hub's environment.
-	cmd.Env = []string{fmt.Sprintf("GOMEMLIMIT=%d", limits.Memory*3/4)}
+	cmd.Env = []string{} // not nil: nil would pass the whole environment
+	if limits.Memory > 0 {
+		cmd.Env = append(cmd.Env, fmt.Sprintf("GOMEMLIMIT=%d", limits.Memory*3/4))
+	}
 	for _, name := range workerEnv {
 		if v, ok := os.LookupEnv(name); ok {
 			cmd.Env = append(cmd.Env, name+"="+v)
