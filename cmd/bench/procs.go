@@ -9,12 +9,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime/pprof"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/flotilla/flotilla/internal/procstat"
 )
 
 // process is a hub or control plane the benchmark started.
@@ -77,52 +77,9 @@ func (p *process) stop() {
 }
 
 // usage is what the kernel accounts to a process.
-type usage struct {
-	CPUSeconds float64 `json:"cpuSeconds"`
-	// PeakRSSMiB is the resident set's high-water mark (VmHWM).
-	PeakRSSMiB float64 `json:"peakRSSMiB"`
-	RSSMiB     float64 `json:"rssMiB"`
-}
+type usage = procstat.Usage
 
-// clockTicks is USER_HZ, 100 on Linux for every architecture Go supports.
-const clockTicks = 100
-
-func (p *process) usage() (usage, error) {
-	pid := p.cmd.Process.Pid
-	stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
-	if err != nil {
-		return usage{}, err
-	}
-	// Fields after the command name, which is in parentheses and may hold spaces.
-	fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+2:]))
-	if len(fields) < 13 {
-		return usage{}, fmt.Errorf("/proc/%d/stat: too few fields", pid)
-	}
-	utime, _ := strconv.ParseFloat(fields[11], 64)
-	stime, _ := strconv.ParseFloat(fields[12], 64)
-	u := usage{CPUSeconds: (utime + stime) / clockTicks}
-	status, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "status"))
-	if err != nil {
-		return usage{}, err
-	}
-	for _, line := range strings.Split(string(status), "\n") {
-		key, value, ok := strings.Cut(line, ":")
-		if !ok {
-			continue
-		}
-		kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(value), " kB"), 64)
-		if err != nil {
-			continue
-		}
-		switch key {
-		case "VmHWM":
-			u.PeakRSSMiB = kb / 1024
-		case "VmRSS":
-			u.RSSMiB = kb / 1024
-		}
-	}
-	return u, nil
-}
+func (p *process) usage() (usage, error) { return procstat.Of(p.cmd.Process.Pid) }
 
 // waitHTTP waits until url answers 200.
 func waitHTTP(ctx context.Context, url string, p *process) error {

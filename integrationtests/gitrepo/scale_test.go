@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/flotilla/flotilla/integrationtests/framework"
+	"github.com/flotilla/flotilla/internal/procstat"
 )
 
 // TestManyGitReposPolling measures the hub with FLOTILLA_GITREPO_SCALE GitRepos (make
@@ -50,10 +51,11 @@ func TestManyGitReposPolling(t *testing.T) {
 
 	pid := hub.Process.Pid()
 	const window = 60 * time.Second
-	cpu0, looks0, pulls0 := cpuSeconds(t, pid), git.Looks.Load(), git.Pulls.Load()
+	u0, looks0, pulls0 := usage(t, pid), git.Looks.Load(), git.Pulls.Load()
 	time.Sleep(window)
-	cpu1, looks1, pulls1 := cpuSeconds(t, pid), git.Looks.Load(), git.Pulls.Load()
-	rss, hwm := memory(t, pid, "VmRSS:"), memory(t, pid, "VmHWM:")
+	u1, looks1, pulls1 := usage(t, pid), git.Looks.Load(), git.Pulls.Load()
+	cpu0, cpu1 := u0.CPUSeconds+u0.ChildrenCPUSeconds, u1.CPUSeconds+u1.ChildrenCPUSeconds
+	rss, hwm := u1.RSSMiB, u1.PeakRSSMiB
 	t.Logf("over %s of polling: hub CPU %.2f s (%.1f%% of one core), RSS %.1f MiB (peak %.1f MiB), %d looks at the branch, %d checkouts",
 		window, cpu1-cpu0, 100*(cpu1-cpu0)/window.Seconds(), rss, hwm, looks1-looks0, pulls1-pulls0)
 	if pulls1 != pulls0 {
@@ -64,44 +66,12 @@ func TestManyGitReposPolling(t *testing.T) {
 	}
 }
 
-// cpuSeconds is the user and system CPU time of process pid, its children's waited
-// for included.
-func cpuSeconds(t *testing.T, pid int) float64 {
+// usage is the hub's CPU time, its workers' included, and its memory.
+func usage(t *testing.T, pid int) procstat.Usage {
 	t.Helper()
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	u, err := procstat.Of(pid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Fields after the command name, which is in parentheses: utime is the 12th,
-	// stime the 13th, cutime and cstime the 14th and 15th.
-	fields := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+2:]))
-	var ticks float64
-	for _, i := range []int{11, 12, 13, 14} {
-		v, err := strconv.ParseFloat(fields[i], 64)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ticks += v
-	}
-	return ticks / 100 // USER_HZ
-}
-
-// memory is a field of /proc/<pid>/status, in MiB.
-func memory(t *testing.T, pid int, field string) float64 {
-	t.Helper()
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if rest, ok := strings.CutPrefix(line, field); ok {
-			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return kb / 1024
-		}
-	}
-	t.Fatalf("no %s in /proc/%d/status", field, pid)
-	return 0
+	return u
 }
