@@ -212,11 +212,15 @@ func Head(ctx context.Context, s Source, maxBytes int64) (string, error) {
 		return s.Revision, nil
 	}
 	ctx, budget := withBudget(ctx, maxBytes)
-	tmp, err := os.MkdirTemp("", "flotilla-head-")
-	if err != nil {
-		return "", err
+	// A folder for known_hosts, for SSH only: a look runs every polling interval.
+	var tmp string
+	if isSSH(s.URL) {
+		var err error
+		if tmp, err = os.MkdirTemp("", "flotilla-head-"); err != nil {
+			return "", err
+		}
+		defer os.RemoveAll(tmp)
 	}
-	defer os.RemoveAll(tmp)
 	auth, proxyOpts, release, err := s.access(ctx, tmp, budget)
 	if err != nil {
 		return "", err
