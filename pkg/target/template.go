@@ -4,15 +4,12 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"math"
 	"reflect"
-	"regexp"
 	"sort"
 	"strings"
 	"text/template"
 	"text/template/parse"
 
-	"github.com/Masterminds/sprig/v3"
 	"sigs.k8s.io/yaml"
 
 	fleet "github.com/flotilla/flotilla/pkg/apis/fleet.cattle.io/v1alpha1"
@@ -23,10 +20,11 @@ import (
 const clusterLabelPrefix = "global.fleet.clusterLabels."
 
 // maxTemplateOutput bounds what templating one Bundle's values for one cluster may
-// produce, function results on the way included; maxRepeat bounds the counts given
-// to functions that repeat or count.
+// produce, function results on the way included; maxTemplateWork what its functions
+// may be given; maxRepeat bounds the counts given to functions that repeat or count.
 const (
 	maxTemplateOutput = 1 << 20
+	maxTemplateWork   = 16 << 20
 	maxRepeat         = 10000
 	maxValuesDepth    = 50
 	// maxCount bounds the numbers untilStep counts between (sprig's loop overflows
@@ -56,7 +54,7 @@ func Template(options fleet.BundleDeploymentOptions, cluster *fleet.Cluster) (fl
 	}
 	if !h.DisablePreProcess {
 		context := templateContext(cluster)
-		b := &budget{left: maxTemplateOutput}
+		b := newBudget()
 		rendered, err := renderValues(values, context, b)
 		if err != nil {
 			return options, err
@@ -179,19 +177,54 @@ func renderValues(values map[string]interface{}, context map[string]interface{},
 	return out, nil
 }
 
-// budget is what templating may produce for one cluster: every function's result
-// and what the templates write count against it, so that no chain of functions can
-// grow values without bound.
-type budget struct{ left int64 }
+// budget is what templating may do for one cluster. left is what it may produce:
+// every function's result, measured as printed, and what the templates write count
+// against it, so that no chain of functions can grow values without bound. work is
+// what it may look at: every argument a function is given is measured against it, so
+// that no template can spin on its inputs.
+type budget struct{ left, work int64 }
+
+func newBudget() *budget { return &budget{left: maxTemplateOutput, work: maxTemplateWork} }
 
 // errBudget: the templates of one cluster produced more than maxTemplateOutput bytes.
 var errBudget = fmt.Errorf("the templates produce more than %d bytes", maxTemplateOutput)
+
+// errWork: the templates of one cluster looked at more than maxTemplateWork bytes.
+var errWork = fmt.Errorf("the templates do more than %d bytes of work", maxTemplateWork)
 
 func (b *budget) charge(n int64) error {
 	if b.left -= n; b.left < 0 {
 		return errBudget
 	}
 	return nil
+}
+
+// spend counts n bytes of work.
+func (b *budget) spend(n int64) error {
+	if n < 0 {
+		return errWork
+	}
+	if b.work -= n; b.work < 0 {
+		return errWork
+	}
+	return nil
+}
+
+// fits says whether n more bytes may be produced, without counting them.
+func (b *budget) fits(n int64) error {
+	if n < 0 || n > b.left {
+		return errBudget
+	}
+	return nil
+}
+
+// size measures v against what may still be produced.
+func (b *budget) size(v interface{}) (int64, error) {
+	n, err := measure(reflect.ValueOf(v), b.left)
+	if errors.Is(err, errOverLimit) {
+		return 0, errBudget
+	}
+	return n, err
 }
 
 // Write counts what a template writes.
@@ -219,8 +252,10 @@ func execute(name, text string, context map[string]interface{}, b *budget) (stri
 	}
 	var out bytes.Buffer
 	if err := tmpl.Execute(b.writer(&out), context); err != nil {
-		if errors.Is(err, errBudget) {
-			return "", fmt.Errorf("%s: %w", name, errBudget)
+		for _, known := range []error{errBudget, errWork, errTooDeep} {
+			if errors.Is(err, known) {
+				return "", fmt.Errorf("%s: %w", name, known)
+			}
 		}
 		return "", fmt.Errorf("%s: %w", name, err)
 	}
@@ -268,180 +303,6 @@ func checkNodes(node parse.Node) error {
 		return checkNodes(n.ElseList)
 	}
 	return nil
-}
-
-// unsafeFuncs are sprig functions templates may not call: those that read the hub's
-// environment or network, those whose result changes from one call to the next
-// (values would differ at every look, and the cluster be redeployed each time), and
-// those that cost far more than their input (key generation, password hashing).
-var unsafeFuncs = []string{
-	"env", "expandenv", "getHostByName", "include", "tpl", "seq",
-	"now", "date", "dateInZone", "date_in_zone", "dateModify", "date_modify", "mustDateModify", "must_date_modify", "ago", "unixEpoch", "htmlDate", "htmlDateInZone",
-	"randAlpha", "randAlphaNum", "randAscii", "randNumeric", "randBytes", "randInt", "uuidv4", "shuffle",
-	"genPrivateKey", "genCA", "genCAWithKey", "genSelfSignedCert", "genSelfSignedCertWithKey", "genSignedCert", "genSignedCertWithKey",
-	"derivePassword", "bcrypt", "htpasswd", "encryptAES", "decryptAES",
-}
-
-// wideFormat: a printf width or precision of five digits or more, or one taken from
-// the arguments.
-var wideFormat = regexp.MustCompile(`%[-+# 0]*(\d{5,}|\*)|\.(\d{5,}|\*)`)
-
-// templateFuncs are sprig's functions less unsafeFuncs, and Go's print functions, each
-// charging its result to b; those that can make far more than their input check
-// first what they would make.
-func templateFuncs(b *budget) template.FuncMap {
-	f := sprig.TxtFuncMap()
-	for _, name := range unsafeFuncs {
-		delete(f, name)
-	}
-	checked := func(n int64) error {
-		if n < 0 || n > b.left {
-			return errBudget
-		}
-		return nil
-	}
-	count := func(n int) error {
-		if n < 0 || n > maxRepeat {
-			return fmt.Errorf("count %d is not between 0 and %d", n, maxRepeat)
-		}
-		return nil
-	}
-	repeat := f["repeat"].(func(int, string) string)
-	f["repeat"] = func(n int, s string) (string, error) {
-		if err := count(n); err != nil {
-			return "", err
-		}
-		if err := checked(int64(n) * int64(len(s))); err != nil {
-			return "", err
-		}
-		return repeat(n, s), nil
-	}
-	for _, name := range []string{"indent", "nindent"} {
-		indent := f[name].(func(int, string) string)
-		f[name] = func(n int, s string) (string, error) {
-			if err := count(n); err != nil {
-				return "", err
-			}
-			if err := checked(int64(len(s)) + int64(n)*int64(strings.Count(s, "\n")+2)); err != nil {
-				return "", err
-			}
-			return indent(n, s), nil
-		}
-	}
-	until := f["until"].(func(int) []int)
-	f["until"] = func(n int) ([]int, error) {
-		if err := count(n); err != nil {
-			return nil, err
-		}
-		return until(n), nil
-	}
-	untilStep := f["untilStep"].(func(int, int, int) []int)
-	f["untilStep"] = func(start, stop, step int) ([]int, error) {
-		if step == 0 || math.Abs(float64(start)) > maxCount || math.Abs(float64(stop)) > maxCount || math.Abs((float64(stop)-float64(start))/float64(step)) > maxRepeat {
-			return nil, fmt.Errorf("untilStep %d %d %d: more than %d steps", start, stop, step, maxRepeat)
-		}
-		return untilStep(start, stop, step), nil
-	}
-	replace := f["replace"].(func(string, string, string) string)
-	f["replace"] = func(old, new, s string) (string, error) {
-		if err := checked(replaced(len(s), len(old), len(new))); err != nil {
-			return "", err
-		}
-		return replace(old, new, s), nil
-	}
-	for _, name := range []string{"regexReplaceAll", "regexReplaceAllLiteral"} {
-		re := f[name].(func(string, string, string) string)
-		f[name] = func(regex, s, repl string) (string, error) {
-			if err := checked(replaced(len(s), 0, len(repl))); err != nil {
-				return "", err
-			}
-			return re(regex, s, repl), nil
-		}
-	}
-	f["printf"] = func(format string, args ...interface{}) (string, error) {
-		if wideFormat.MatchString(format) {
-			return "", fmt.Errorf("printf %q: widths and precisions are at most 9999", format)
-		}
-		return fmt.Sprintf(format, args...), nil
-	}
-	f["print"] = fmt.Sprint
-	f["println"] = fmt.Sprintln
-	f["html"] = template.HTMLEscaper
-	f["js"] = template.JSEscaper
-	f["urlquery"] = template.URLQueryEscaper
-	for name, fn := range f {
-		f[name] = charging(fn, b)
-	}
-	return f
-}
-
-// replaced is the most bytes replacing old (empty: between every byte) with new in
-// a string of n bytes can make.
-func replaced(n, old, new int) int64 {
-	matches := int64(n) + 1
-	if old > 0 {
-		matches = int64(n/old) + 1
-	}
-	return int64(n) + matches*int64(new)
-}
-
-var errorType = reflect.TypeOf((*error)(nil)).Elem()
-
-// charging wraps fn so that its result is charged to b, an error once b is spent.
-func charging(fn interface{}, b *budget) interface{} {
-	v := reflect.ValueOf(fn)
-	t := v.Type()
-	if t.Kind() != reflect.Func || t.NumOut() == 0 || t.NumOut() > 2 {
-		return fn
-	}
-	ins := make([]reflect.Type, t.NumIn())
-	for i := range ins {
-		ins[i] = t.In(i)
-	}
-	outs := []reflect.Type{t.Out(0), errorType}
-	wrapped := reflect.FuncOf(ins, outs, t.IsVariadic())
-	return reflect.MakeFunc(wrapped, func(args []reflect.Value) []reflect.Value {
-		var res []reflect.Value
-		if t.IsVariadic() {
-			res = v.CallSlice(args)
-		} else {
-			res = v.Call(args)
-		}
-		errValue := reflect.Zero(errorType)
-		if len(res) == 2 && !res[1].IsNil() {
-			return []reflect.Value{res[0], res[1]}
-		}
-		if err := b.charge(sizeOf(res[0])); err != nil {
-			errValue = reflect.ValueOf(&err).Elem()
-		}
-		return []reflect.Value{res[0], errValue}
-	}).Interface()
-}
-
-// sizeOf is about how many bytes v holds: strings and byte slices their length,
-// lists and maps a word per element more.
-func sizeOf(v reflect.Value) int64 {
-	switch v.Kind() {
-	case reflect.String:
-		return int64(v.Len())
-	case reflect.Slice, reflect.Array:
-		if v.Type().Elem().Kind() == reflect.Uint8 {
-			return int64(v.Len())
-		}
-		n := int64(v.Len()) * 16
-		for i := 0; i < v.Len() && i < 1000; i++ {
-			n += sizeOf(v.Index(i))
-		}
-		return n
-	case reflect.Map:
-		return int64(v.Len()) * 32
-	case reflect.Interface, reflect.Pointer:
-		if v.IsNil() {
-			return 8
-		}
-		return sizeOf(v.Elem())
-	}
-	return 8
 }
 
 func sortedKeys(m map[string]string) []string {

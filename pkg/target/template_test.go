@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/Masterminds/sprig/v3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
@@ -47,6 +48,27 @@ func TestTemplate(t *testing.T) {
 		{name: "doubling a string is bounded", values: "x: ${ $s := repeat 1000 \"x\" }" + strings.Repeat("${ $s = print $s $s }", 20) + "${ len $s }\n", err: "produce more than"},
 		{name: "a wide printf is refused", values: "x: ${ printf \"%1000000d\" 1 }\n", err: "widths and precisions"},
 		{name: "replace cannot blow up", values: "x: ${ replace \"\" (repeat 1000 \"y\") (repeat 2000 \"z\") }\n", err: "produce more than"},
+		{name: "a dict cannot hold itself", values: "x: ${$d:=dict}${$_:=set $d \"a\" $d}${$d}\n", err: "cannot be put into itself"},
+		{name: "a dict cannot hold a list that holds it", values: "x: ${$d:=dict}${$_:=set $d \"a\" (list 1 (dict \"b\" $d))}${$d}\n", err: "cannot be put into itself"},
+		{name: "a dict cannot be merged into itself", values: "x: ${$d:=dict \"k\" 1}${$e:=dict \"d\" $d}${$_:=merge $d $e}${$d}\n", err: "cannot be put into itself"},
+		{name: "set and merge still work", values: "x: ${$d:=dict}${$_:=set $d \"a\" 1}${$_:=merge $d (dict \"b\" 2)}${toJson $d}\n", want: "x:\n  a: 1\n  b: 2\n"},
+		{name: "doubling a dict is bounded", values: "x: ${ $d := dict \"k\" (repeat 100 \"x\") }" + strings.Repeat("${ $d = dict \"a\" $d \"b\" $d }", 30) + "${ toJson $d | len }\n", err: "produce more than"},
+		{name: "doubling a list is bounded", values: "x: ${ $l := list \"x\" }" + strings.Repeat("${ $l = list $l $l }", 40) + "${ $l }\n", err: "produce more than"},
+		{name: "a dict nested too deep is refused", values: "x: ${ $d := dict }" + strings.Repeat("${ $d = dict \"a\" $d }", 60) + "${ $d }\n", err: "nested more than"},
+		{name: "a long join separator is bounded", values: "x: ${ join (repeat 10000 \"x\") (until 10000) | len }\n", err: "produce more than"},
+		{name: "wrapWith is bounded", values: "x: ${ wrapWith 1 (repeat 10000 \"y\") (repeat 10000 \"x\") | len }\n", err: "produce more than"},
+		{name: "a printf verb naming one argument many times is bounded", values: "x: ${ printf \"" + strings.Repeat("%[1]v", 2000) + "\" (repeat 10000 \"x\") | len }\n", err: "produce more than"},
+		{name: "mustRegexReplaceAll is bounded", values: "x: ${ mustRegexReplaceAll \"\" (repeat 10000 \"x\") (repeat 1000 \"y\") | len }\n", err: "produce more than"},
+		{name: "a regex's $ cannot multiply its matches", values: "x: ${ regexReplaceAll \".*\" (repeat 10000 \"x\") (repeat 500 \"$0\") | len }\n", err: "produce more than"},
+		{name: "a regex and its subject are bounded together", values: "x: ${ regexMatch (repeat 5000 \"a?\") (repeat 10000 \"a\") }\n", err: "regular expression of"},
+		{name: "splitList of every byte is bounded", values: "x: ${ $s := repeat 10000 \"xxxxxxxxxx\" }${ splitList \"\" $s | len }\n", err: "produce more than"},
+		{name: "splitList still splits", values: "x: ${ splitList \",\" \"a,b,c\" | toJson }\n", want: "x:\n- a\n- b\n- c\n"},
+		{name: "regexFindAll is bounded", values: "x: ${ $s := repeat 10000 \"xxxxxxxxxx\" }${ regexFindAll \"x\" $s -1 | len }\n", err: "produce more than"},
+		{name: "uniq cannot spin", values: "x: ${ $s := until 10000 }${ uniq $s | len }\n", err: "bytes of work"},
+		{name: "uniq still works", values: "x: ${ uniq (list 1 1 2) | toJson }\n", want: "x:\n- 1\n- 2\n"},
+		{name: "looking at a big value many times is bounded", values: "x: ${ $s := repeat 10000 \"xxxxxxxxxx\" }" + strings.Repeat("${ $_ := sha256sum $s }", 200) + "\n", err: "bytes of work"},
+		{name: "buildCustomCert is not allowed", values: "x: ${ buildCustomCert \"a\" \"b\" }\n", err: "not defined"},
+		{name: "YAML aliases in the output cannot blow up", values: "x: 1\n", template: map[string]string{"y": "${ \"a: &a [x,x,x,x,x,x,x,x,x]\\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]\\nc: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]\\nd: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]\\ne: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]\\nf: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]\\ng: [*f,*f,*f,*f,*f,*f,*f,*f,*f]\" }"}, err: "alias"},
 		{name: "the budget is per cluster, not per template", values: "a: 1\n", template: manyTemplates(20, "${ repeat 10000 (repeat 10 \"x\") }"), err: "produce more than"},
 	}
 	for _, tc := range cases {
@@ -83,4 +105,27 @@ func manyTemplates(n int, text string) map[string]string {
 		out[fmt.Sprintf("k%d", i)] = text
 	}
 	return out
+}
+
+// Every sprig function is either allowed, having been read for what it costs, or
+// refused: a function a new sprig adds is neither until someone reads it.
+func TestEverySprigFunctionIsClassified(t *testing.T) {
+	known := map[string]bool{}
+	for _, name := range append(append([]string{}, allowedFuncs...), refusedFuncs...) {
+		if known[name] {
+			t.Errorf("%s is listed twice", name)
+		}
+		known[name] = true
+	}
+	for name := range sprig.TxtFuncMap() {
+		if !known[name] {
+			t.Errorf("sprig's %s is neither in allowedFuncs nor in refusedFuncs", name)
+		}
+	}
+	funcs := templateFuncs(newBudget())
+	for _, name := range refusedFuncs {
+		if _, ok := funcs[name]; ok {
+			t.Errorf("%s is refused but defined", name)
+		}
+	}
 }
