@@ -33,6 +33,15 @@ func measure(v reflect.Value, limit int64) (int64, error) {
 	return limit - m.left, nil
 }
 
+// measureOr is measure with errOverLimit replaced by over: the budget that ran out.
+func measureOr(v reflect.Value, limit int64, over error) (int64, error) {
+	n, err := measure(v, limit)
+	if errors.Is(err, errOverLimit) {
+		return 0, over
+	}
+	return n, err
+}
+
 type measurer struct{ left int64 }
 
 func (m *measurer) add(n int64) error {

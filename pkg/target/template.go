@@ -220,11 +220,7 @@ func (b *budget) fits(n int64) error {
 
 // size measures v against what may still be produced.
 func (b *budget) size(v interface{}) (int64, error) {
-	n, err := measure(reflect.ValueOf(v), b.left)
-	if errors.Is(err, errOverLimit) {
-		return 0, errBudget
-	}
-	return n, err
+	return measureOr(reflect.ValueOf(v), b.left, errBudget)
 }
 
 // Write counts what a template writes.

@@ -256,9 +256,9 @@ func templateFuncs(b *budget) template.FuncMap {
 		f[name] = func(v interface{}) (interface{}, error) {
 			// Each element is compared with those kept: at most the list's length times
 			// its size.
-			size, err := measure(reflect.ValueOf(v), b.work)
+			size, err := measureOr(reflect.ValueOf(v), b.work, errWork)
 			if err != nil {
-				return nil, errWork
+				return nil, err
 			}
 			if err := b.spend(int64(length(v)) * size); err != nil {
 				return nil, err
@@ -269,9 +269,9 @@ func templateFuncs(b *budget) template.FuncMap {
 	for _, name := range []string{"without", "mustWithout"} {
 		without := f[name]
 		f[name] = func(v interface{}, omit ...interface{}) (interface{}, error) {
-			size, err := measure(reflect.ValueOf(v), b.work)
+			size, err := measureOr(reflect.ValueOf(v), b.work, errWork)
 			if err != nil {
-				return nil, errWork
+				return nil, err
 			}
 			if err := b.spend(int64(len(omit)) * size); err != nil {
 				return nil, err
@@ -433,10 +433,7 @@ func guarded(fn interface{}, b *budget) interface{} {
 	}
 	return reflect.MakeFunc(wrapped, func(args []reflect.Value) []reflect.Value {
 		for _, a := range args {
-			n, err := measure(a, b.work)
-			if err == errOverLimit {
-				err = errWork
-			}
+			n, err := measureOr(a, b.work, errWork)
 			if err == nil {
 				err = b.spend(n)
 			}
@@ -453,10 +450,7 @@ func guarded(fn interface{}, b *budget) interface{} {
 		if len(res) == 2 && !res[1].IsNil() {
 			return []reflect.Value{res[0], res[1]}
 		}
-		n, err := measure(res[0], b.left)
-		if err == errOverLimit {
-			err = errBudget
-		}
+		n, err := measureOr(res[0], b.left, errBudget)
 		if err == nil {
 			err = b.charge(n)
 		}
