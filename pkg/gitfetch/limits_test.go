@@ -7,6 +7,7 @@ import (
 	"debug/elf"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -174,5 +175,27 @@ func TestTheWorkerIsBoundInMemory(t *testing.T) {
 	}
 	if data, err := os.ReadFile(filepath.Join(job.Dir, "a.bin")); err != nil || !bytes.HasSuffix(data, []byte("and a change")) {
 		t.Errorf("the checkout: %d bytes, %v", len(data), err)
+	}
+}
+
+// A worker the kernel kills with SIGSEGV or SIGBUS under a memory limit ran out of
+// memory; an exit with a status, or another signal, is not that.
+func TestKilledByFault(t *testing.T) {
+	for _, tc := range []struct {
+		script string
+		want   bool
+	}{
+		{"kill -SEGV $$", true},
+		{"kill -BUS $$", true},
+		{"kill -TERM $$", false},
+		{"exit 2", false},
+		{"true", false},
+	} {
+		t.Run(tc.script, func(t *testing.T) {
+			err := exec.Command("/bin/sh", "-c", tc.script).Run()
+			if got := killedByFault(err); got != tc.want {
+				t.Errorf("killedByFault(%v) = %v, want %v", err, got, tc.want)
+			}
+		})
 	}
 }

@@ -94,7 +94,7 @@ func Run(ctx context.Context, exe string, job Job, limits Limits) error {
 	if ctx.Err() != nil {
 		return &Error{ReasonTimedOut, fmt.Errorf("fetching %s took too long: %w", job.Source.URL, ctx.Err())}
 	}
-	if outOfMemory(stderr.String()) {
+	if outOfMemory(stderr.String()) || (limits.Memory > 0 && killedByFault(err)) {
 		return &Error{ReasonTooLarge, fmt.Errorf("fetching %s took more than %d bytes of memory (--gitrepo-fetch-memory)", job.Source.URL, limits.Memory)}
 	}
 	if err == nil {
@@ -120,6 +120,19 @@ func limit(pid int, limits Limits, maxBytes int64) error {
 		return err
 	}
 	return set(unix.RLIMIT_NOFILE, 1024)
+}
+
+// killedByFault tells whether the worker died of SIGSEGV or SIGBUS before it could
+// print anything. A static Go binary does that only when the kernel cannot give
+// it memory it needs at once (a stack, a signal frame) under RLIMIT_DATA; the
+// runtime's own "out of memory" is the other way the limit shows.
+func killedByFault(err error) bool {
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) {
+		return false
+	}
+	status, ok := exit.Sys().(syscall.WaitStatus)
+	return ok && status.Signaled() && (status.Signal() == syscall.SIGSEGV || status.Signal() == syscall.SIGBUS)
 }
 
 func outOfMemory(stderr string) bool {
