@@ -518,6 +518,68 @@ spec:
 		if _, err := d.Client().RbacV1().ClusterRoles().Get(context.Background(), "moved-role", framework.Get); !apierrors.IsNotFound(err) {
 			t.Fatalf("the cluster-scoped object was deployed: %v", err)
 		}
+
+		// Helm does not post-render hooks, nor the CustomResourceDefinitions in a
+		// chart's crds/: the agent keeps both under the same rule.
+		chart := func(name, file, object string) *fleet.Bundle {
+			return &fleet.Bundle{
+				ObjectMeta: metav1.ObjectMeta{Name: name},
+				Spec: fleet.BundleSpec{
+					BundleDeploymentOptions: fleet.BundleDeploymentOptions{TargetNamespace: "moved"},
+					Resources: []fleet.BundleResource{
+						{Name: "Chart.yaml", Content: "apiVersion: v2\nname: " + name + "\nversion: 1.0.0\n"},
+						{Name: "templates/cm.yaml", Content: "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: " + name + "\n"},
+						{Name: file, Content: object},
+					},
+					Targets: []fleet.BundleTarget{{ClusterName: d.ClusterName}},
+				},
+			}
+		}
+		hookConfig := `apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: hook-config-made
+  namespace: elsewhere
+  annotations:
+    helm.sh/hook: pre-install,pre-upgrade
+    helm.sh/hook-delete-policy: before-hook-creation`
+		createBundle(t, hub, chart("hook-config", "templates/hook.yaml", hookConfig))
+		hookRole := `apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: hook-role-made
+  annotations:
+    helm.sh/hook: pre-install`
+		createBundle(t, hub, chart("hook-role", "templates/hook.yaml", hookRole))
+		crd := `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: widgets.example.com
+spec:
+  group: example.com
+  names: {kind: Widget, plural: widgets, singular: widget, listKind: WidgetList}
+  scope: Namespaced
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}`
+		createBundle(t, hub, chart("hook-crd", "crds/widget.yaml", crd))
+
+		waitBundleReady(t, hub, "hook-config", "1/1")
+		getConfigMap(t, d, "moved", "hook-config-made")
+		if _, err := d.Client().CoreV1().ConfigMaps("elsewhere").Get(context.Background(), "hook-config-made", framework.Get); !apierrors.IsNotFound(err) {
+			t.Fatalf("the hook kept its own namespace: %v", err)
+		}
+		waitBundleMessage(t, hub, "hook-role", "ErrApplied(1)", "hook ClusterRole hook-role-made is cluster-scoped")
+		if _, err := d.Client().RbacV1().ClusterRoles().Get(context.Background(), "hook-role-made", framework.Get); !apierrors.IsNotFound(err) {
+			t.Fatalf("the cluster-scoped hook was created: %v", err)
+		}
+		waitBundleMessage(t, hub, "hook-crd", "ErrApplied(1)", "crds/widget.yaml holds CustomResourceDefinitions")
+		if out, err := d.Kubectl("", "get", "crd", "widgets.example.com"); err == nil {
+			t.Fatalf("the chart's CustomResourceDefinition was installed: %s", out)
+		}
 	})
 
 	t.Run("deleteNamespace removes the namespace made for the Bundle, and only that", func(t *testing.T) {

@@ -113,17 +113,26 @@ func (p *PostRenderer) setNamespace(objs []runtime.Object, ns string) error {
 		if !ok {
 			return fmt.Errorf("unexpected object %T", obj)
 		}
+		clusterScoped := false
 		if p.ClusterScoped != nil {
-			gvk := u.GroupVersionKind()
-			clusterScoped, err := p.ClusterScoped(gvk)
-			if err != nil {
+			var err error
+			if clusterScoped, err = p.ClusterScoped(u.GroupVersionKind()); err != nil {
 				return err
 			}
-			if clusterScoped {
-				return fmt.Errorf("%s %s is cluster-scoped, and the Bundle sets namespace (targetNamespace) %s, which puts every object in that namespace: use defaultNamespace to deploy cluster-scoped objects", gvk.Kind, u.GetName(), ns)
-			}
 		}
-		u.SetNamespace(ns)
+		if err := place(u, ns, clusterScoped, ""); err != nil {
+			return err
+		}
 	}
+	return nil
+}
+
+// place puts u in ns (targetNamespace), which a cluster-scoped object cannot be;
+// what names what u is ("hook " for a Helm hook) in the error.
+func place(u *unstructured.Unstructured, ns string, clusterScoped bool, what string) error {
+	if clusterScoped {
+		return fmt.Errorf("%s%s %s is cluster-scoped, and the Bundle sets namespace (targetNamespace) %s, which puts every object in that namespace: use defaultNamespace to deploy cluster-scoped objects", what, u.GetKind(), u.GetName(), ns)
+	}
+	u.SetNamespace(ns)
 	return nil
 }

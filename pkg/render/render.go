@@ -35,6 +35,9 @@ func New(files map[string][]byte, options fleet.BundleDeploymentOptions, name st
 	if err != nil {
 		return nil, err
 	}
+	if err := checkCRDs(c, options.TargetNamespace); err != nil {
+		return nil, err
+	}
 	values, err := Values(files, options, extra)
 	if err != nil {
 		return nil, err

@@ -501,11 +501,15 @@ func (d *Deployer) deploy(acc access, bd *fleet.BundleDeployment, ns, name strin
 	if err := d.invalidateDiscovery(cfg); err != nil {
 		return nil, err
 	}
+	hooked, err := r.PostRenderer.WithHooks(cfg)
+	if err != nil {
+		return nil, err
+	}
 
 	last, err := cfg.Releases.Last(name)
 	switch {
 	case errors.Is(err, driver.ErrReleaseNotFound):
-		return d.install(ctx, acc, bd, ns, name, r, values)
+		return d.install(ctx, hooked, acc.kube, bd, ns, name, r, values)
 	case err != nil:
 		return nil, fmt.Errorf("reading release %s/%s: %w", ns, name, err)
 	}
@@ -523,7 +527,7 @@ func (d *Deployer) deploy(acc access, bd *fleet.BundleDeployment, ns, name strin
 		values["agentNamespace"] = ns
 	}
 	helm := helmOptions(opts)
-	up := action.NewUpgrade(cfg)
+	up := action.NewUpgrade(hooked)
 	up.Namespace = ns
 	up.Timeout = d.timeout(bd)
 	up.Force = helm.Force || force
@@ -547,9 +551,9 @@ func (d *Deployer) deploy(acc access, bd *fleet.BundleDeployment, ns, name strin
 	return rel, nil
 }
 
-func (d *Deployer) install(ctx context.Context, acc access, bd *fleet.BundleDeployment, ns, name string, r *render.Release, values map[string]interface{}) (*release.Release, error) {
+func (d *Deployer) install(ctx context.Context, cfg *action.Configuration, kube kubernetes.Interface, bd *fleet.BundleDeployment, ns, name string, r *render.Release, values map[string]interface{}) (*release.Release, error) {
 	helm := helmOptions(bd.Spec.Options)
-	in := action.NewInstall(acc.helm)
+	in := action.NewInstall(cfg)
 	in.ReleaseName = name
 	in.Namespace = ns
 	// ensureNamespace made it: Helm's creation would ask for the right to create
@@ -565,7 +569,7 @@ func (d *Deployer) install(ctx context.Context, acc access, bd *fleet.BundleDepl
 	in.EnableDNS = !helm.DisableDNS
 	in.Labels = releaseLabels(bd)
 	in.PostRenderer = r.PostRenderer
-	created, err := ensureNamespace(ctx, acc.kube, ns, bd.Spec.Options)
+	created, err := ensureNamespace(ctx, kube, ns, bd.Spec.Options)
 	if err != nil {
 		return nil, fmt.Errorf("namespace %s: %w", ns, err)
 	}
