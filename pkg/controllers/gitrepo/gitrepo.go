@@ -56,7 +56,8 @@ type Settings struct {
 	MaxCheckoutSize int64
 	// FetchMemory bounds the memory of one checkout's worker process, in bytes.
 	FetchMemory int64
-	// ConcurrentFetches bounds the checkouts running at once.
+	// ConcurrentFetches bounds the checkouts running at once; looks at a branch
+	// get four times as many slots. Workspaces share both fairly (slots).
 	ConcurrentFetches int
 	// Worker is the executable whose gitfetch.WorkerCommand runs a checkout;
 	// default this process's own.
@@ -76,12 +77,25 @@ type handler struct {
 	secrets  corecontrollers.SecretCache
 	client   versioned.Interface
 	events   record.EventRecorder
-	// fetches holds a token per running checkout.
-	fetches chan struct{}
+	// ctx ends the syncs under way when the hub stops.
+	ctx context.Context
+	// looks and checkouts are the slots of looks at a branch and of checkouts.
+	looks, checkouts *slots
 
 	mu sync.Mutex
 	// polled is each GitRepo's last look at its repository.
 	polled map[string]Attempt
+	// running holds the GitRepos whose sync is under way; done the outcome of those
+	// finished, for their next reconcile to put into the status.
+	running map[string]bool
+	done    map[string]synced
+}
+
+// synced is the outcome of a sync: the commit deployed, or why not.
+type synced struct {
+	gr     *fleet.GitRepo
+	commit string
+	err    error
 }
 
 // Attempt is a look at a GitRepo's repository: when, for which spec, under which
@@ -125,7 +139,8 @@ func Register(ctx context.Context, settings Settings, repos fleetcontrollers.Git
 		settings.Worker = exe
 	}
 	h := &handler{settings: settings, repos: repos, bundles: bundles.Cache(), restrict: restrictions.Cache(), secrets: secrets, client: client, events: events,
-		polled: map[string]Attempt{}, fetches: make(chan struct{}, settings.ConcurrentFetches)}
+		ctx: ctx, looks: newSlots(4 * settings.ConcurrentFetches), checkouts: newSlots(settings.ConcurrentFetches),
+		polled: map[string]Attempt{}, running: map[string]bool{}, done: map[string]synced{}}
 	repos.OnChange(ctx, "gitrepo", h.onChange)
 	// A Bundle's state changes the summary of its GitRepo.
 	bundles.OnChange(ctx, "gitrepo-bundles", func(_ string, b *fleet.Bundle) (*fleet.Bundle, error) {
@@ -193,6 +208,7 @@ func (h *handler) onChange(key string, gr *fleet.GitRepo) (*fleet.GitRepo, error
 	if gr == nil {
 		h.mu.Lock()
 		delete(h.polled, key)
+		delete(h.done, key)
 		h.mu.Unlock()
 		return nil, nil // its Bundles are its dependents: the garbage collector deletes them
 	}
@@ -216,14 +232,20 @@ func (h *handler) onChange(key string, gr *fleet.GitRepo) (*fleet.GitRepo, error
 		// interval has passed, polling or not.
 		h.repos.EnqueueAfter(gr.Namespace, gr.Name, MinPollingInterval)
 	}
-	if polled {
+	h.mu.Lock()
+	finished, isFinished := h.done[key]
+	delete(h.done, key)
+	h.mu.Unlock()
+	if isFinished {
+		h.record(finished, status)
+	}
+	// New restrictions may change what the Bundles are written with.
+	if polled && h.start(key, gr, restrictions, !last.At.IsZero() && last.Restrictions != restrictedBy) {
 		h.mu.Lock()
 		h.polled[key] = Attempt{At: now, Generation: gr.Generation, ForceSyncGeneration: gr.Spec.ForceSyncGeneration, Restrictions: restrictedBy}
 		h.mu.Unlock()
 		// Seconds, as the API keeps them: a look that changes nothing writes nothing.
 		status.LastPollingTime = metav1.NewTime(now.Truncate(time.Second))
-		// New restrictions may change what the Bundles are written with.
-		h.sync(gr, status, restrictions, !last.At.IsZero() && last.Restrictions != restrictedBy)
 	}
 	h.summarize(gr, status)
 	if !equality.Semantic.DeepEqual(*status, gr.Status) {
@@ -241,10 +263,30 @@ func (h *handler) onChange(key string, gr *fleet.GitRepo) (*fleet.GitRepo, error
 	return gr, nil
 }
 
-// sync looks at the repository and, when there is something new, writes the Bundles;
-// the outcome goes into status.
-func (h *handler) sync(gr *fleet.GitRepo, status *fleet.GitRepoStatus, restrictions []*fleet.GitRepoRestriction, rewrite bool) {
-	err := h.fetchAndWrite(gr, status, restrictions, rewrite)
+// start syncs gr in the background, unless its last sync is still under way: a slow
+// repository holds one of its workspace's fetch slots, never a reconcile worker. The
+// outcome is recorded by the reconcile that follows.
+func (h *handler) start(key string, gr *fleet.GitRepo, restrictions []*fleet.GitRepoRestriction, rewrite bool) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.running[key] {
+		return false
+	}
+	h.running[key] = true
+	go func() {
+		commit, err := h.fetchAndWrite(gr, restrictions, rewrite)
+		h.mu.Lock()
+		delete(h.running, key)
+		h.done[key] = synced{gr: gr, commit: commit, err: err}
+		h.mu.Unlock()
+		h.repos.Enqueue(gr.Namespace, gr.Name)
+	}()
+	return true
+}
+
+// record puts a sync's outcome into status.
+func (h *handler) record(s synced, status *fleet.GitRepoStatus) {
+	gr, err := s.gr, s.err
 	if err != nil {
 		reason := gitfetch.ReasonOf(err)
 		var r *reasoned
@@ -262,6 +304,7 @@ func (h *handler) sync(gr *fleet.GitRepo, status *fleet.GitRepoStatus, restricti
 		return
 	}
 	conditions.Set(&status.Conditions, ConditionAccepted, corev1.ConditionTrue, "", "")
+	status.Commit = s.commit
 	status.Display.Error, status.Display.Message = false, ""
 	status.ObservedGeneration, status.UpdateGeneration = gr.Generation, gr.Spec.ForceSyncGeneration
 }
@@ -274,33 +317,61 @@ type reasoned struct {
 func (r *reasoned) Error() string { return r.err.Error() }
 func (r *reasoned) Unwrap() error { return r.err }
 
-func (h *handler) fetchAndWrite(gr *fleet.GitRepo, status *fleet.GitRepoStatus, restrictions []*fleet.GitRepoRestriction, rewrite bool) error {
+// fetchAndWrite looks at gr's branch and, when there is something new, checks it out
+// and writes its Bundles; it returns the commit deployed. Each step waits for a slot
+// of its workspace and has --gitrepo-fetch-timeout from then on.
+func (h *handler) fetchAndWrite(gr *fleet.GitRepo, restrictions []*fleet.GitRepoRestriction, rewrite bool) (string, error) {
 	allowed, err := Restrict(gr, restrictions)
 	if err != nil {
-		return &reasoned{ReasonRestricted, err}
+		return "", &reasoned{ReasonRestricted, err}
 	}
 	src, err := h.source(gr, allowed.ClientSecretName)
 	if err != nil {
-		return err
+		return "", err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), h.settings.FetchTimeout)
-	defer cancel()
-	commit, err := gitfetch.Head(ctx, src, h.settings.MaxCheckoutSize)
+	var commit string
+	err = h.withSlot(h.looks, gr.Namespace, "look at the branch", func(ctx context.Context) (err error) {
+		commit, err = gitfetch.Head(ctx, src, h.settings.MaxCheckoutSize)
+		return err
+	})
 	if err != nil {
-		return err
+		return "", err
 	}
-	unchanged := !rewrite && commit == status.Commit && gr.Status.ObservedGeneration == gr.Generation &&
+	unchanged := !rewrite && commit == gr.Status.Commit && gr.Status.ObservedGeneration == gr.Generation &&
 		gr.Status.UpdateGeneration == gr.Spec.ForceSyncGeneration
 	if accepted := conditions.Get(gr.Status.Conditions, ConditionAccepted); unchanged && accepted != nil && accepted.Status == corev1.ConditionTrue {
-		return nil
+		return commit, nil
 	}
+	return commit, h.withSlot(h.checkouts, gr.Namespace, "check out", func(ctx context.Context) error {
+		return h.write(ctx, gr, src, commit, allowed)
+	})
+}
+
+// withSlot runs do with one of s's slots for workspace, under --gitrepo-fetch-timeout,
+// which also bounds the wait for the slot.
+func (h *handler) withSlot(s *slots, workspace, what string, do func(context.Context) error) error {
+	wait, cancel := context.WithTimeout(h.ctx, h.settings.FetchTimeout)
+	release, err := s.acquire(wait, workspace)
+	cancel()
+	if err != nil {
+		return &gitfetch.Error{Reason: gitfetch.ReasonTimedOut, Err: fmt.Errorf("waited %s for a free slot to %s (--gitrepo-concurrent-fetches, shared fairly among workspaces)", h.settings.FetchTimeout, what)}
+	}
+	defer release()
+	ctx, cancel := context.WithTimeout(h.ctx, h.settings.FetchTimeout)
+	defer cancel()
+	return do(ctx)
+}
+
+// write checks out commit and writes the Bundles of its folders.
+func (h *handler) write(ctx context.Context, gr *fleet.GitRepo, src gitfetch.Source, commit string, allowed Allowed) error {
 	dir, err := os.MkdirTemp("", "flotilla-gitrepo-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
 	checkout := filepath.Join(dir, "repo")
-	if err := h.checkout(ctx, src, commit, checkout); err != nil {
+	job := gitfetch.Job{Source: src, Commit: commit, Dir: checkout, MaxBytes: h.settings.MaxCheckoutSize, Policy: gitfetch.Policy()}
+	if err := gitfetch.Run(ctx, h.settings.Worker, job, gitfetch.Limits{Memory: h.settings.FetchMemory}); err != nil {
 		return err
 	}
 	paths, dirs, err := folders(checkout, gr.Spec)
@@ -340,21 +411,7 @@ func (h *handler) fetchAndWrite(gr *fleet.GitRepo, status *fleet.GitRepoStatus, 
 	if err := hubctl.Save(ctx, h.client, opts, bundles); err != nil {
 		return &reasoned{ReasonWriteFailed, err}
 	}
-	status.Commit = commit
 	return nil
-}
-
-// checkout runs one checkout in a worker process, when one of the
-// ConcurrentFetches slots is free.
-func (h *handler) checkout(ctx context.Context, src gitfetch.Source, commit, dir string) error {
-	select {
-	case h.fetches <- struct{}{}:
-		defer func() { <-h.fetches }()
-	case <-ctx.Done():
-		return &gitfetch.Error{Reason: gitfetch.ReasonTimedOut, Err: fmt.Errorf("waited too long for a free fetch worker (--gitrepo-concurrent-fetches)")}
-	}
-	job := gitfetch.Job{Source: src, Commit: commit, Dir: dir, MaxBytes: h.settings.MaxCheckoutSize, Policy: gitfetch.Policy()}
-	return gitfetch.Run(ctx, h.settings.Worker, job, gitfetch.Limits{Memory: h.settings.FetchMemory})
 }
 
 // source is where gr's files come from, with the credential its Secret holds.
