@@ -141,7 +141,7 @@ func (m *Manager) Start(ctx context.Context) error {
 	if err := ensureFlowControl(ctx, kube); err != nil {
 		return err
 	}
-	if err := ensureAdmissionPolicies(ctx, kube); err != nil {
+	if err := ensureAdmissionPolicies(ctx, kube, m.settings.ClusterTokenTTL, m.settings.ClusterRecoveryTTL); err != nil {
 		return err
 	}
 	shared, err := controller.NewSharedControllerFactoryFromConfigWithOptions(m.cfg, schemes.All, &controller.SharedControllerFactoryOptions{
@@ -308,14 +308,16 @@ func optional(err error, what, warning string) error {
 // Kubernetes 1.30) or SelfSubjectReview, or a hub not allowed to write them, is
 // warned about: the hub still works, but a token holder can then name another token
 // in its requests, an agent create other Leases or write all of its Cluster's
-// status, and a workspace user make agent bundles.
-func ensureAdmissionPolicies(ctx context.Context, kube kubernetes.Interface) error {
-	const warning = "Could not apply the admission policies; requests naming another token, agents' other Leases and status fields, and agent bundles made by others are not refused"
+// status or mint tokens longer than the hub's, and a workspace user make agent
+// bundles.
+func ensureAdmissionPolicies(ctx context.Context, kube kubernetes.Interface, tokenTTL, recoveryTTL time.Duration) error {
+	const warning = "Could not apply the admission policies; requests naming another token, agents' other Leases, status fields and long-lived tokens, and agent bundles made by others are not refused"
 	review, err := kube.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
 	if err != nil {
 		return optional(err, "a review of the hub's own user", warning)
 	}
-	policies, bindings, err := registration.AdmissionPolicies(review.Status.UserInfo.Username)
+	policies, bindings, err := registration.AdmissionPolicies(registration.Admission{
+		HubUser: review.Status.UserInfo.Username, ClusterTokenTTL: tokenTTL, ClusterRecoveryTTL: recoveryTTL})
 	if err != nil {
 		return err
 	}

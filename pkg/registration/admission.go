@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	admissionv1 "k8s.io/client-go/applyconfigurations/admissionregistration/v1"
 	"sigs.k8s.io/yaml"
@@ -13,20 +14,30 @@ import (
 //go:embed manifests/admission.yaml
 var admissionYAML []byte
 
-// hubUsernamePlaceholder stands in manifests/admission.yaml for the hub's user name.
-const hubUsernamePlaceholder = "HUB_USERNAME"
+// Admission is what the admission policies say of the hub: the user name it acts as,
+// and the lifetimes it gives cluster identities' tokens.
+type Admission struct {
+	HubUser                             string
+	ClusterTokenTTL, ClusterRecoveryTTL time.Duration
+}
 
 // AdmissionPolicies are the ValidatingAdmissionPolicies, with their bindings, that
 // the API server applies to what outsiders send the hub (manifests/admission.yaml):
 // a request must name the token it is made with, an agent may create only its own
-// Lease and change only its heartbeat, only the hub makes agent bundles. hubUser is
-// the user name the hub acts as. They are server-side apply configurations; the hub
+// Lease, change only its heartbeat and mint tokens no longer than the hub's, only the
+// hub makes agent bundles. They are server-side apply configurations; the hub
 // applies them on every start.
-func AdmissionPolicies(hubUser string) ([]*admissionv1.ValidatingAdmissionPolicyApplyConfiguration, []*admissionv1.ValidatingAdmissionPolicyBindingApplyConfiguration, error) {
+func AdmissionPolicies(hub Admission) ([]*admissionv1.ValidatingAdmissionPolicyApplyConfiguration, []*admissionv1.ValidatingAdmissionPolicyBindingApplyConfiguration, error) {
 	var (
 		policies []*admissionv1.ValidatingAdmissionPolicyApplyConfiguration
 		bindings []*admissionv1.ValidatingAdmissionPolicyBindingApplyConfiguration
 	)
+	// The placeholders manifests/admission.yaml holds; strconv.Quote's escapes are
+	// all CEL string escapes too.
+	placeholders := strings.NewReplacer(
+		"HUB_USERNAME", strconv.Quote(hub.HubUser),
+		"CLUSTER_TOKEN_SECONDS", strconv.FormatInt(int64(hub.ClusterTokenTTL/time.Second), 10),
+		"CLUSTER_RECOVERY_SECONDS", strconv.FormatInt(int64(hub.ClusterRecoveryTTL/time.Second), 10))
 	for i, doc := range strings.Split(string(admissionYAML), "\n---\n") {
 		var kind struct{ Kind string }
 		if err := yaml.Unmarshal([]byte(doc), &kind); err != nil {
@@ -40,7 +51,7 @@ func AdmissionPolicies(hubUser string) ([]*admissionv1.ValidatingAdmissionPolicy
 			if err := yaml.UnmarshalStrict([]byte(doc), p); err != nil {
 				return nil, nil, fmt.Errorf("manifests/admission.yaml document %d: %w", i, err)
 			}
-			forHub(p, hubUser)
+			fill(p, placeholders)
 			policies = append(policies, p)
 		case "ValidatingAdmissionPolicyBinding":
 			b := &admissionv1.ValidatingAdmissionPolicyBindingApplyConfiguration{}
@@ -55,21 +66,25 @@ func AdmissionPolicies(hubUser string) ([]*admissionv1.ValidatingAdmissionPolicy
 	return policies, bindings, nil
 }
 
-// forHub writes hubUser, as a CEL string, where p's expressions name the hub.
-func forHub(p *admissionv1.ValidatingAdmissionPolicyApplyConfiguration, hubUser string) {
+// fill replaces the placeholders in every expression of p; replacing in expressions
+// only, after parsing, keeps a value from changing the YAML's structure.
+func fill(p *admissionv1.ValidatingAdmissionPolicyApplyConfiguration, placeholders *strings.Replacer) {
 	if p.Spec == nil {
 		return
 	}
-	// strconv.Quote's escapes are all CEL string escapes too.
-	literal := strconv.Quote(hubUser)
-	for i := range p.Spec.MatchConditions {
-		if e := p.Spec.MatchConditions[i].Expression; e != nil {
-			*e = strings.ReplaceAll(*e, hubUsernamePlaceholder, literal)
+	replace := func(e *string) {
+		if e != nil {
+			*e = placeholders.Replace(*e)
 		}
 	}
+	for i := range p.Spec.MatchConditions {
+		replace(p.Spec.MatchConditions[i].Expression)
+	}
+	for i := range p.Spec.Variables {
+		replace(p.Spec.Variables[i].Expression)
+	}
 	for i := range p.Spec.Validations {
-		if e := p.Spec.Validations[i].Expression; e != nil {
-			*e = strings.ReplaceAll(*e, hubUsernamePlaceholder, literal)
-		}
+		replace(p.Spec.Validations[i].Expression)
+		replace(p.Spec.Validations[i].MessageExpression)
 	}
 }

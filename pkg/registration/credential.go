@@ -156,6 +156,25 @@ func (c Credential) Lifetime() time.Duration {
 	return c.Expires.Sub(c.Issued)
 }
 
+// RequestSeconds is the lifetime to ask the next token for: Lifetime in seconds, less
+// up to 30 seconds to a whole minute, so that the seconds a credential's times were
+// rounded to, or a clock between hub and agent added, never ask for more than the hub
+// gives (an admission policy refuses that).
+func (c Credential) RequestSeconds() int64 {
+	seconds := int64(c.Lifetime() / time.Second)
+	if over := seconds % 60; over <= 30 && seconds-over >= 60 {
+		seconds -= over
+	}
+	return seconds
+}
+
+// TokenIssued is when a token asked for seconds was issued, by the clock of the API
+// server that issued it: its expiry less its lifetime. Its Lifetime is then exactly
+// what was asked, however far the agent's clock is from the server's.
+func TokenIssued(expires time.Time, seconds int64) time.Time {
+	return expires.Add(-time.Duration(seconds) * time.Second)
+}
+
 // RenewAt is when the agent should replace the token: RenewAfter after its issue if
 // set, otherwise half way through its lifetime.
 func (c Credential) RenewAt() time.Time {

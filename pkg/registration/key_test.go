@@ -236,7 +236,7 @@ func TestTheAgentKeyIsMadeOnceAndKeptWithTheIdentity(t *testing.T) {
 // The admission policies name by value what the Go code names by constant; they must
 // agree, or a policy silently matches nothing.
 func TestAdmissionPoliciesNameWhatTheHubUses(t *testing.T) {
-	policies, bindings, err := AdmissionPolicies("flotilla-hub")
+	policies, bindings, err := AdmissionPolicies(Admission{HubUser: "flotilla-hub"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,7 +264,7 @@ func TestTheHubChartMayApplyEveryAdmissionPolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	policies, _, err := AdmissionPolicies("flotilla-hub")
+	policies, _, err := AdmissionPolicies(Admission{HubUser: "flotilla-hub"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -240,3 +240,30 @@ func TestFlowControlPutsRegistrationInItsOwnLevel(t *testing.T) {
 		t.Errorf("one flow (one token's agents) can queue %d requests, fewer than a thousand registering at once", held)
 	}
 }
+
+func TestRequestSeconds(t *testing.T) {
+	at := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name     string
+		lifetime time.Duration
+		want     int64
+	}{
+		{"a whole day", 24 * time.Hour, 86400},
+		{"seconds a clock added are dropped", 24*time.Hour + 3*time.Second, 86400},
+		{"seconds short of a minute are kept", 24*time.Hour - 3*time.Second, 86397},
+		{"a lifetime of odd seconds is not asked longer", 90*time.Minute + 30*time.Second, 5400},
+		{"the shortest the API allows", 10 * time.Minute, 600},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := Credential{Issued: at, Expires: at.Add(tc.lifetime)}
+			if got := c.RequestSeconds(); got != tc.want {
+				t.Fatalf("RequestSeconds = %d, want %d", got, tc.want)
+			}
+		})
+	}
+	// A token's issue by the server's clock makes its lifetime what was asked.
+	expires := at.Add(86400 * time.Second)
+	if got := (Credential{Issued: TokenIssued(expires, 86400), Expires: expires}).RequestSeconds(); got != 86400 {
+		t.Fatalf("after TokenIssued, RequestSeconds = %d", got)
+	}
+}

@@ -129,7 +129,7 @@ func (r *Renewer) renewWithRetry(ctx context.Context, cred Credential) (Credenti
 }
 
 func (r *Renewer) renew(ctx context.Context, cred Credential) (Credential, error) {
-	seconds := int64(cred.Lifetime().Seconds())
+	seconds := cred.RequestSeconds()
 	tr, err := r.Hub.CoreV1().ServiceAccounts(cred.DeploymentNamespace).CreateToken(ctx, names.AgentIdentityServiceAccount,
 		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &seconds}}, metav1.CreateOptions{})
 	if err != nil {
@@ -137,8 +137,8 @@ func (r *Renewer) renew(ctx context.Context, cred Credential) (Credential, error
 	}
 	renewed := cred
 	renewed.Token = tr.Status.Token
-	renewed.Issued = time.Now()
 	renewed.Expires = tr.Status.ExpirationTimestamp.Time
+	renewed.Issued = TokenIssued(renewed.Expires, seconds)
 	if refreshed, changed, err := refreshRecovery(ctx, r.Hub, renewed); err != nil {
 		r.Log.WithError(err).Warn("Could not get a recovery credential; an expired identity will need a person until the next renewal gets one")
 	} else if changed {

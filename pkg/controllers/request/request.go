@@ -347,7 +347,6 @@ func (h *handler) issue(ctx context.Context, req *fleet.ClusterRegistrationReque
 	}
 
 	seconds := int64(h.settings.ClusterTokenTTL.Seconds())
-	issued := time.Now()
 	tr, err := h.kube.CoreV1().ServiceAccounts(clusterNS).CreateToken(ctx, names.AgentIdentityServiceAccount,
 		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &seconds}}, metav1.CreateOptions{})
 	if err != nil {
@@ -355,7 +354,7 @@ func (h *handler) issue(ctx context.Context, req *fleet.ClusterRegistrationReque
 	}
 	cred := registration.Credential{
 		Token:               tr.Status.Token,
-		Issued:              issued,
+		Issued:              registration.TokenIssued(tr.Status.ExpirationTimestamp.Time, seconds),
 		Expires:             tr.Status.ExpirationTimestamp.Time,
 		RenewAfter:          h.settings.AgentTokenRenewAfter,
 		APIServerURL:        h.settings.APIServerURL,
