@@ -34,6 +34,24 @@ func policy(t *testing.T, hubUser, name string) string {
 	return ""
 }
 
+// evalCEL compiles expr in env and evaluates it with vars.
+func evalCEL(t *testing.T, env *cel.Env, expr string, vars map[string]any) any {
+	t.Helper()
+	ast, issues := env.Compile(expr)
+	if issues.Err() != nil {
+		t.Fatalf("%s: %v", expr, issues.Err())
+	}
+	program, err := env.Program(ast)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := program.Eval(vars)
+	if err != nil {
+		t.Fatalf("%s: %v", expr, err)
+	}
+	return out.Value()
+}
+
 // The agent-status policy lists the fields an agent may not change; a field added to
 // ClusterStatus and not to the policy would be the agent's to write.
 func TestTheAgentStatusPolicyKeepsEveryHubField(t *testing.T) {
@@ -69,21 +87,9 @@ func TestTheAgentBundlePolicyNamesTheHubExactly(t *testing.T) {
 	} {
 		t.Run(hub, func(t *testing.T) {
 			condition, _, _ := strings.Cut(policy(t, hub, "flotilla-agent-bundles"), "\n")
-			ast, issues := env.Compile(condition)
-			if issues.Err() != nil {
-				t.Fatalf("%s: %v", condition, issues.Err())
-			}
-			program, err := env.Program(ast)
-			if err != nil {
-				t.Fatal(err)
-			}
 			for user, wantMatch := range map[string]bool{hub: false, hub + "x": true, "flotilla-admin": true} {
-				out, _, err := program.Eval(map[string]any{"request": map[string]any{"userInfo": map[string]any{"username": user}}})
-				if err != nil {
-					t.Fatal(err)
-				}
-				if out.Value() != wantMatch {
-					t.Errorf("user %q: the policy applies = %v, want %v", user, out.Value(), wantMatch)
+				if got := evalCEL(t, env, condition, map[string]any{"request": map[string]any{"userInfo": map[string]any{"username": user}}}); got != wantMatch {
+					t.Errorf("user %q: the policy applies = %v, want %v", user, got, wantMatch)
 				}
 			}
 		})
@@ -98,22 +104,7 @@ func TestTheAgentTokenPolicyBoundsLifetimes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eval := func(t *testing.T, expr string, vars map[string]any) any {
-		t.Helper()
-		ast, issues := env.Compile(expr)
-		if issues.Err() != nil {
-			t.Fatalf("%s: %v", expr, issues.Err())
-		}
-		program, err := env.Program(ast)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out, _, err := program.Eval(vars)
-		if err != nil {
-			t.Fatalf("%s: %v", expr, err)
-		}
-		return out.Value()
-	}
+	eval := func(t *testing.T, expr string, vars map[string]any) any { return evalCEL(t, env, expr, vars) }
 	policyOf := func(t *testing.T, hub Admission) (variable, validation, message string) {
 		policies, _, err := AdmissionPolicies(hub)
 		if err != nil {
