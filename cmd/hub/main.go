@@ -25,6 +25,7 @@ import (
 	"github.com/flotilla/flotilla/pkg/node/launch"
 	"github.com/flotilla/flotilla/pkg/signals"
 	"github.com/flotilla/flotilla/pkg/version"
+	"github.com/flotilla/flotilla/pkg/webhook"
 )
 
 func main() {
@@ -88,6 +89,7 @@ func newRootCommand() *cobra.Command {
 		healthProbe   string
 		metricsAddr   string
 		webhookAddr   string
+		webhookLimits = webhook.DefaultLimits()
 		caFile        string
 		qps           float32
 		burst         int
@@ -145,6 +147,7 @@ cluster instead, installing or updating the fleet.cattle.io CRDs there itself.`,
 				HealthProbeBindAddress: healthProbe,
 				MetricsBindAddress:     metricsAddr,
 				WebhookBindAddress:     webhookAddr,
+				WebhookLimits:          webhookLimits,
 				QPS:                    qps,
 				Burst:                  burst,
 				LeaderElection:         election,
@@ -198,6 +201,10 @@ cluster instead, installing or updating the fleet.cattle.io CRDs there itself.`,
 	cmd.Flags().DurationVar(&election.RenewDeadline, "leader-elect-renew-deadline", election.RenewDeadline, "how long the leader keeps trying to renew its Lease before it stops leading")
 	cmd.Flags().DurationVar(&election.RetryPeriod, "leader-elect-retry-period", election.RetryPeriod, "how often replicas try to acquire or renew the Lease")
 	cmd.Flags().StringVar(&webhookAddr, "webhook-bind-address", "0", "address of the endpoint for Git servers' push events (GitHub, GitLab, Gitea, Bitbucket), verified with the secrets of Secret cattle-fleet-system/gitjob-webhook; e.g. :8082; 0 turns it off")
+	cmd.Flags().IntVar(&webhookLimits.MaxConnections, "webhook-max-connections", webhookLimits.MaxConnections, "open connections the push event endpoint holds; a new one past them is answered 503")
+	cmd.Flags().IntVar(&webhookLimits.MaxConnectionsPerClient, "webhook-max-connections-per-client", webhookLimits.MaxConnectionsPerClient, "open connections the push event endpoint holds from one address; a new one past them is answered 429 (behind a proxy or SNAT every Git server has the proxy's address)")
+	cmd.Flags().Int64Var(&webhookLimits.MaxMemory, "webhook-max-memory", webhookLimits.MaxMemory, "bytes of push events the endpoint holds while reading them; an event past them is answered 503")
+	cmd.Flags().DurationVar(&webhookLimits.ReadTimeout, "webhook-read-timeout", webhookLimits.ReadTimeout, "longest a push event's request may take to arrive (its header a fifth of it); a slower one is answered 408")
 	cmd.Flags().StringVar(&metricsAddr, "metrics-bind-address", "127.0.0.1:8080", "address of the Prometheus /metrics endpoint (unauthenticated: loopback by default; :8080 for all interfaces); 0 turns it off")
 	cp.register(cmd, defaultDataDir("flotilla"), 6443)
 	cmd.AddCommand(newControlPlaneCommand(), newTokenCommand(), newClusterCommand(), newBundleCommand(), newApplyCommand(), newTestCommand(), newGitFetchWorkerCommand())

@@ -272,6 +272,7 @@ func postEvent(t *testing.T, url, body, secret string) int {
 	if err != nil {
 		t.Fatal(err)
 	}
+	req.Close = true // no idle connection left taking a place at the hub
 	req.Header.Set("X-GitHub-Event", "push")
 	req.Header.Set("X-Hub-Signature-256", "sha256="+hex.EncodeToString(mac.Sum(nil)))
 	resp, err := http.DefaultClient.Do(req)

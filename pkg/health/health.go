@@ -58,7 +58,11 @@ func ServeHTTP(ctx context.Context, addr, flag, what string, handler http.Handle
 
 // ServeListener serves handler on listener until ctx ends, in the background.
 func ServeListener(ctx context.Context, listener net.Listener, what string, handler http.Handler) {
-	server := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute}
+	Serve(ctx, listener, what, &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute})
+}
+
+// Serve runs server on listener until ctx ends, in the background.
+func Serve(ctx context.Context, listener net.Listener, what string, server *http.Server) {
 	go func() {
 		<-ctx.Done()
 		shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -57,6 +57,9 @@ type Options struct {
 	// WebhookBindAddress is where Git servers' push events are received; "0" turns
 	// it off.
 	WebhookBindAddress string
+	// WebhookLimits bound what the push event listener holds; zero takes
+	// webhook.DefaultLimits.
+	WebhookLimits webhook.Limits
 	// Profiling serves the hub's Go profiles at /debug/pprof on MetricsBindAddress.
 	Profiling bool
 	// LeaderElection times the hub's Lease; zero fields take leader.DefaultConfig's.
@@ -140,10 +143,14 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	hook := &webhook.Handler{Fleet: fleetClient, Kube: client, Namespace: names.SystemNamespace, Log: logrus.WithField("component", "webhook")}
 	if opts.WebhookBindAddress != "" && opts.WebhookBindAddress != "0" {
+		limits := opts.WebhookLimits
+		if limits == (webhook.Limits{}) {
+			limits = webhook.DefaultLimits()
+		}
+		if err := webhook.Serve(ctx, opts.WebhookBindAddress, hook, limits); err != nil {
+			return err
+		}
 		hook.Start(ctx)
-	}
-	if err := health.ServeHTTP(ctx, opts.WebhookBindAddress, "--webhook-bind-address", "Git push events", hook); err != nil {
-		return err
 	}
 	probes.SetReady(true)
 	if cp != nil && opts.Announce != nil {

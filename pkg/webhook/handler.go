@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -46,7 +47,12 @@ type Handler struct {
 	mu      sync.Mutex
 	secrets map[string]secretRead
 	reads   singleflight.Group
+	// memory is what Serve lets the events being read hold.
+	memory *budget
 }
+
+// answerTimeout bounds the API requests of one event's answer.
+const answerTimeout = 30 * time.Second
 
 type secretRead struct {
 	data map[string][]byte
@@ -76,9 +82,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "starting", http.StatusServiceUnavailable)
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
-	defer cancel()
-	event, err := Read(r)
+	event, release, err := read(r, h.memory)
+	defer release()
 	if err != nil {
 		h.refuse(w, r, err)
 		return
@@ -92,6 +97,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.refuse(w, r, err)
 		return
 	}
+	ctx, cancel := context.WithTimeout(r.Context(), answerTimeout)
+	defer cancel()
 	repos, verified, err := h.verify(ctx, event, push)
 	if err != nil {
 		http.Error(w, "reading the webhook secrets", http.StatusServiceUnavailable)
@@ -118,6 +125,13 @@ func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, err error) {
 	e := &Error{Status: http.StatusBadRequest, Msg: err.Error()}
 	errors.As(err, &e)
 	h.Log.WithField("from", r.RemoteAddr).Warn("Refused a webhook event: " + e.Msg)
+	if e.Status == http.StatusServiceUnavailable || e.Status == http.StatusTooManyRequests {
+		w.Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds))
+	}
+	if e.Status == http.StatusRequestTimeout || e.Status == http.StatusRequestEntityTooLarge {
+		// The rest of the body is not read: the connection is not reused.
+		w.Header().Set("Connection", "close")
+	}
 	http.Error(w, e.Msg, e.Status)
 }
 

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -57,19 +58,46 @@ type Event struct {
 
 // Read reads an event, bounded in size.
 func Read(r *http.Request) (Event, error) {
+	e, release, err := read(r, nil)
+	release()
+	return e, err
+}
+
+// read reads an event, its body bounded by MaxBody and held within memory (nil: no
+// bound but MaxBody's); release gives the memory back once the event is done with.
+// A body of a stated length takes that much; one of an unstated length, MaxBody.
+func read(r *http.Request, memory *budget) (e Event, release func(), err error) {
+	release = func() {}
 	provider := providerOf(r.Header)
 	if provider == "" {
-		return Event{}, &Error{http.StatusBadRequest, "not an event of GitHub, GitLab, Gitea or Bitbucket (no event header)"}
+		return Event{}, release, &Error{http.StatusBadRequest, "not an event of GitHub, GitLab, Gitea or Bitbucket (no event header)"}
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, MaxBody+1))
-	if err != nil {
-		return Event{}, &Error{http.StatusBadRequest, "reading the event: " + err.Error()}
+	if r.ContentLength > MaxBody {
+		return Event{}, release, tooLarge
 	}
-	if len(body) > MaxBody {
-		return Event{}, &Error{http.StatusRequestEntityTooLarge, fmt.Sprintf("the event is larger than %d bytes", MaxBody)}
+	size := int64(MaxBody + 1)
+	if r.ContentLength >= 0 {
+		size = r.ContentLength
 	}
-	return Event{Provider: provider, Header: r.Header, Body: body}, nil
+	if !memory.take(size) {
+		return Event{}, release, &Error{http.StatusServiceUnavailable, fmt.Sprintf("the hub is reading as many events as it holds at once (%d bytes); retry later", memory.max)}
+	}
+	release = func() { memory.give(size) }
+	body := make([]byte, size)
+	n, err := io.ReadFull(r.Body, body)
+	var timeout net.Error
+	switch {
+	case errors.As(err, &timeout) && timeout.Timeout():
+		return Event{}, release, &Error{http.StatusRequestTimeout, "the event was not sent in time"}
+	case r.ContentLength < 0 && err == nil:
+		return Event{}, release, tooLarge
+	case err != nil && (r.ContentLength >= 0 || !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF)):
+		return Event{}, release, &Error{http.StatusBadRequest, "reading the event: " + err.Error()}
+	}
+	return Event{Provider: provider, Header: r.Header, Body: body[:n]}, release, nil
 }
+
+var tooLarge = &Error{http.StatusRequestEntityTooLarge, fmt.Sprintf("the event is larger than %d bytes", MaxBody)}
 
 // Verified says whether the event is signed with secret; never with an empty one.
 func (e Event) Verified(secret []byte) bool {
