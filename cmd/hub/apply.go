@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -13,6 +14,7 @@ import (
 	fleet "github.com/flotilla/flotilla/pkg/apis/fleet.cattle.io/v1alpha1"
 	"github.com/flotilla/flotilla/pkg/bundlereader"
 	"github.com/flotilla/flotilla/pkg/hubctl"
+	"github.com/flotilla/flotilla/pkg/kubeconfig"
 	"github.com/flotilla/flotilla/pkg/signals"
 )
 
@@ -28,6 +30,7 @@ type applyFlags struct {
 	caFile         string
 	credentialsFor string
 	correctDrift   fleet.CorrectDrift
+	allowed        []string
 }
 
 func newApplyCommand() *cobra.Command {
@@ -88,6 +91,7 @@ need no access to them. See docs/fleet-yaml.md.`,
 	fl.StringVar(&f.credentialsFor, "helm-repo-url-regex", "", "send the credentials only to chart repositories whose URL this matches from its start (required with --username or --password-file)")
 	fl.BoolVar(&r.Auth.InsecureSkipVerify, "helm-insecure-skip-tls", false, "do not check chart repositories' certificates")
 	fl.BoolVar(&r.Auth.PlainHTTP, "helm-basic-http", false, "talk to OCI registries over plain HTTP")
+	fl.StringSliceVar(&f.allowed, "allowed-networks", nil, "CIDRs (or addresses) chart downloads may connect to even though they are private, loopback or link-local, e.g. 127.0.0.0/8 for a chart repository on this machine")
 	return cmd
 }
 
@@ -122,6 +126,13 @@ func (f *applyFlags) complete(args []string) error {
 		}
 		r.Auth.SendCredentialsTo = re
 	}
+	allowed, err := kubeconfig.ParsePrefixes(f.allowed)
+	if err != nil {
+		return fmt.Errorf("--allowed-networks: %w", err)
+	}
+	// A fleet.yaml names the servers, and its folder may come from anyone's branch.
+	policy := &kubeconfig.AddressPolicy{Allowed: allowed, RefusePrivate: true, For: "a chart download", Flag: "--allowed-networks"}
+	r.HTTPClient = &http.Client{Transport: policy.Transport()}
 	if f.caFile != "" {
 		ca, err := os.ReadFile(f.caFile)
 		if err != nil {

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -115,6 +116,32 @@ spec:
 		t.Errorf("hub apply over another's Bundle: %v\n%s", err, out)
 	}
 
+	// A fleet.yaml that names a chart on this machine (or the cloud's metadata service,
+	// or the company network) is refused before anything is sent there, unless the
+	// user allows it: the server sees no request.
+	var asked atomic.Int32
+	local := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked.Add(1)
+		http.Error(w, "secret", http.StatusOK)
+	}))
+	t.Cleanup(local.Close)
+	for _, url := range []string{local.URL + "/chart.tgz", "http://169.254.169.254/latest/meta-data/chart.tgz", "http://10.1.2.3/chart.tgz"} {
+		folder := writeFolder(t, map[string]string{"fleet.yaml": "helm:\n  chart: " + url + "\n"})
+		cmd := exec.Command(filepath.Join(framework.BinDir(t), "hub"), "apply", "ssrf", "-n", deployWorkspace, "--kubeconfig", hub.Kubeconfig)
+		cmd.Dir = folder
+		host := strings.Split(strings.TrimPrefix(url, "http://"), "/")[0]
+		if !strings.Contains(host, ":") {
+			host += ":80"
+		}
+		if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "does not connect to "+host+" for a chart download") ||
+			!strings.Contains(string(out), "--allowed-networks") {
+			t.Errorf("hub apply of a chart at %s: %v, want the address refused naming --allowed-networks\n%s", url, err, out)
+		}
+	}
+	if n := asked.Load(); n != 0 {
+		t.Errorf("the server on this machine was asked %d times for a refused chart", n)
+	}
+
 	found := expectDeployed(t, clusters)
 	for _, d := range clusters {
 		client := dynamicFor(t, d.Cluster)
@@ -154,11 +181,11 @@ func expectDeployed(t *testing.T, clusters []*framework.Downstream) map[string]i
 	return found
 }
 
-// hubApply runs `hub apply NAME [ARGS...]` in dir against hub and returns the names of
-// the Bundles it made.
+// hubApply runs `hub apply NAME [ARGS...]` in dir against hub, allowing chart
+// downloads from this machine, and returns the names of the Bundles it made.
 func hubApply(t *testing.T, hub *framework.Hub, dir, name string, args ...string) []string {
 	t.Helper()
-	cmd := exec.Command(filepath.Join(framework.BinDir(t), "hub"), append([]string{"apply", name, "-n", deployWorkspace, "--kubeconfig", hub.Kubeconfig}, args...)...)
+	cmd := exec.Command(filepath.Join(framework.BinDir(t), "hub"), append([]string{"apply", name, "-n", deployWorkspace, "--kubeconfig", hub.Kubeconfig, "--allowed-networks=127.0.0.0/8"}, args...)...)
 	cmd.Dir = dir
 	out, err := cmd.CombinedOutput()
 	if err != nil {

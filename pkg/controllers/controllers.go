@@ -214,6 +214,8 @@ func (m *Manager) Start(ctx context.Context) error {
 
 	gitPolicy := m.settings.GitRepoAddresses
 	gitPolicy.For, gitPolicy.Flag = "a GitRepo", "--gitrepo-allowed-networks"
+	// A GitRepo's author names the servers; private networks are the hub's own.
+	gitPolicy.RefusePrivate = true
 	gitfetch.Install(&gitPolicy)
 	gitSettings := m.settings.GitRepo
 	gitSettings.MaxBundleSize = m.settings.MaxBundleSize

@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -85,16 +84,7 @@ func ReasonOf(err error) string {
 // allows, with timeouts. The hub calls it once, before fetching.
 func Install(policy *kubeconfig.AddressPolicy) {
 	policyInstalled.Store(policy)
-	dialer := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second, Control: policy.Control}
-	tr := &http.Transport{
-		// No proxy: the policy must see the address actually dialled.
-		Proxy:                 nil,
-		DialContext:           dialer.DialContext,
-		TLSHandshakeTimeout:   10 * time.Second,
-		ResponseHeaderTimeout: time.Minute,
-		MaxIdleConnsPerHost:   4,
-		IdleConnTimeout:       90 * time.Second,
-	}
+	tr := policy.Transport()
 	c := githttp.NewClient(&http.Client{Transport: budgetTransport{tr}})
 	client.InstallProtocol("https", c)
 	client.InstallProtocol("http", c)

@@ -3,9 +3,11 @@ package kubeconfig
 import (
 	"fmt"
 	"net"
+	"net/http"
 	"net/netip"
 	"strconv"
 	"syscall"
+	"time"
 )
 
 // AddressPolicy decides which addresses the hub may connect to on behalf of an
@@ -22,6 +24,10 @@ type AddressPolicy struct {
 	// Own are the hub's own API endpoints. An unspecified address (0.0.0.0:6443)
 	// stands for that port on every address of this machine.
 	Own []netip.AddrPort
+	// RefusePrivate refuses private networks too (10.0.0.0/8, 172.16.0.0/12,
+	// 192.168.0.0/16, the shared 100.64.0.0/10 and IPv6 unique local fc00::/7):
+	// the services of the hub's own network, for connections a workspace user names.
+	RefusePrivate bool
 	// For and Flag name, in refusals, what the connection was for and the flag that
 	// allows an address; default an imported cluster and --import-allowed-networks.
 	For, Flag string
@@ -94,6 +100,8 @@ func (p *AddressPolicy) refused(ip netip.Addr, port uint16) string {
 		return "the unspecified address, which reaches this machine"
 	case ip.IsMulticast() || ip == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
 		return "a multicast or broadcast address"
+	case p.RefusePrivate && (ip.IsPrivate() || sharedAddressSpace.Contains(ip)):
+		return "a private address"
 	}
 	for _, own := range p.Own {
 		if own.Port() != port {
@@ -108,6 +116,9 @@ func (p *AddressPolicy) refused(ip netip.Addr, port uint16) string {
 	}
 	return ""
 }
+
+// sharedAddressSpace is carrier-grade NAT's (RFC 6598), private to a provider.
+var sharedAddressSpace = netip.MustParsePrefix("100.64.0.0/10")
 
 // IPv6 prefixes that carry an IPv4 address a translator or relay reaches.
 var (
@@ -166,6 +177,20 @@ func (p *AddressPolicy) Control(_, address string, _ syscall.RawConn) error {
 		return fmt.Errorf("dialling %q: %w", address, err)
 	}
 	return p.Check(addr)
+}
+
+// Transport is an HTTP transport that applies the policy to every connection. It
+// uses no proxy, so that the policy sees the address actually dialled.
+func (p *AddressPolicy) Transport() *http.Transport {
+	dialer := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second, Control: p.Control}
+	return &http.Transport{
+		Proxy:                 nil,
+		DialContext:           dialer.DialContext,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ResponseHeaderTimeout: time.Minute,
+		MaxIdleConnsPerHost:   4,
+		IdleConnTimeout:       90 * time.Second,
+	}
 }
 
 // Endpoints resolves host:port URLs' hosts (the hub's own API URLs) into addresses for

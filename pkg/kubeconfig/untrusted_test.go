@@ -114,37 +114,47 @@ func TestAddressPolicy(t *testing.T) {
 		addr    string
 		allowed []string
 		refused bool
+		private bool // with RefusePrivate
 	}{
-		{"a downstream cluster", "10.0.0.9:6443", nil, false},
-		{"loopback", "127.0.0.1:6443", nil, true},
-		{"loopback in IPv6", "[::1]:6443", nil, true},
-		{"loopback as a mapped IPv6 address", "[::ffff:127.0.0.1]:6443", nil, true},
-		{"the cloud metadata service", "169.254.169.254:80", nil, true},
-		{"IPv6 link-local", "[fe80::1]:6443", nil, true},
-		{"the unspecified address", "0.0.0.0:6443", nil, true},
-		{"multicast", "224.0.0.1:6443", nil, true},
-		{"the hub's API server", "10.0.0.5:6443", nil, true},
-		{"another port of the hub's machine", "10.0.0.5:6444", nil, false},
-		{"the hub's port on a local address when it listens on all", "192.168.1.10:7443", nil, true},
-		{"that port on another machine", "192.168.1.11:7443", nil, false},
-		{"loopback an admin allows", "127.0.0.1:6445", []string{"127.0.0.0/8"}, false},
-		{"one address an admin allows", "169.254.10.1:443", []string{"169.254.10.1"}, false},
-		{"loopback outside what an admin allows", "127.0.0.1:6445", []string{"10.0.0.0/8"}, true},
-		{"the metadata service through NAT64", "[64:ff9b::a9fe:a9fe]:80", nil, true},
-		{"loopback through a local NAT64 prefix", "[64:ff9b:1::7f00:1]:6443", nil, true},
-		{"the metadata service in 6to4", "[2002:a9fe:a9fe::1]:80", nil, true},
-		{"loopback in Teredo", "[2001:0:4136:e378:8000:63bf:80ff:fffe]:6443", nil, true},
-		{"the hub's API server as IPv4-compatible IPv6", "[::10.0.0.5]:6443", nil, true},
-		{"a downstream cluster through NAT64", "[64:ff9b::a00:9]:6443", nil, false},
-		{"a downstream cluster in 6to4", "[2002:a00:9::1]:6443", nil, false},
-		{"an ordinary IPv6 address", "[2001:db8::1]:6443", nil, false},
+		{"a downstream cluster", "10.0.0.9:6443", nil, false, false},
+		{"loopback", "127.0.0.1:6443", nil, true, false},
+		{"loopback in IPv6", "[::1]:6443", nil, true, false},
+		{"loopback as a mapped IPv6 address", "[::ffff:127.0.0.1]:6443", nil, true, false},
+		{"the cloud metadata service", "169.254.169.254:80", nil, true, false},
+		{"IPv6 link-local", "[fe80::1]:6443", nil, true, false},
+		{"the unspecified address", "0.0.0.0:6443", nil, true, false},
+		{"multicast", "224.0.0.1:6443", nil, true, false},
+		{"the hub's API server", "10.0.0.5:6443", nil, true, false},
+		{"another port of the hub's machine", "10.0.0.5:6444", nil, false, false},
+		{"the hub's port on a local address when it listens on all", "192.168.1.10:7443", nil, true, false},
+		{"that port on another machine", "192.168.1.11:7443", nil, false, false},
+		{"loopback an admin allows", "127.0.0.1:6445", []string{"127.0.0.0/8"}, false, false},
+		{"one address an admin allows", "169.254.10.1:443", []string{"169.254.10.1"}, false, false},
+		{"loopback outside what an admin allows", "127.0.0.1:6445", []string{"10.0.0.0/8"}, true, false},
+		{"the metadata service through NAT64", "[64:ff9b::a9fe:a9fe]:80", nil, true, false},
+		{"loopback through a local NAT64 prefix", "[64:ff9b:1::7f00:1]:6443", nil, true, false},
+		{"the metadata service in 6to4", "[2002:a9fe:a9fe::1]:80", nil, true, false},
+		{"loopback in Teredo", "[2001:0:4136:e378:8000:63bf:80ff:fffe]:6443", nil, true, false},
+		{"the hub's API server as IPv4-compatible IPv6", "[::10.0.0.5]:6443", nil, true, false},
+		{"a downstream cluster through NAT64", "[64:ff9b::a00:9]:6443", nil, false, false},
+		{"a downstream cluster in 6to4", "[2002:a00:9::1]:6443", nil, false, false},
+		{"an ordinary IPv6 address", "[2001:db8::1]:6443", nil, false, false},
+		{"a private address refused", "10.0.0.9:443", nil, true, true},
+		{"172.16/12 refused", "172.31.255.1:443", nil, true, true},
+		{"192.168/16 refused", "192.168.1.11:443", nil, true, true},
+		{"shared address space refused", "100.64.0.1:443", nil, true, true},
+		{"IPv6 unique local refused", "[fd00::1]:443", nil, true, true},
+		{"a private address through NAT64 refused", "[64:ff9b::a00:9]:443", nil, true, true},
+		{"a private address an admin allows", "10.0.0.9:443", []string{"10.0.0.0/8"}, false, true},
+		{"a public address with private ones refused", "8.8.8.8:443", nil, false, true},
+		{"next to 172.16/12", "172.32.0.1:443", nil, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			allowed, err := ParsePrefixes(tc.allowed)
 			if err != nil {
 				t.Fatal(err)
 			}
-			p := &AddressPolicy{Allowed: allowed, Own: own, localAddrs: local}
+			p := &AddressPolicy{Allowed: allowed, Own: own, localAddrs: local, RefusePrivate: tc.private}
 			err = p.Control("tcp", tc.addr, nil)
 			var refused *AddressError
 			if tc.refused != errors.As(err, &refused) || (!tc.refused && err != nil) {
