@@ -18,6 +18,7 @@ import (
 
 	fleet "github.com/flotilla/flotilla/pkg/apis/fleet.cattle.io/v1alpha1"
 	"github.com/flotilla/flotilla/pkg/bundlereader"
+	"github.com/flotilla/flotilla/pkg/content"
 	"github.com/flotilla/flotilla/pkg/generated/clientset/versioned"
 	"github.com/flotilla/flotilla/pkg/names"
 )
@@ -50,6 +51,10 @@ type ApplyOptions struct {
 	Output io.Writer
 	// Read is what every Bundle gets besides what its folder says.
 	Read bundlereader.Options
+	// MaxTotalSize, if set, bounds what all the Bundles read take together (their
+	// files and downloaded charts, as stored), as Read.MaxSize bounds one: the
+	// memory of one GitRepo's sync.
+	MaxTotalSize int64
 	// Log receives one line per Bundle written.
 	Log io.Writer
 }
@@ -73,6 +78,7 @@ func ReadBundles(ctx context.Context, opts ApplyOptions) ([]*fleet.Bundle, error
 		dirs = []string{"."}
 	}
 	var bundles []*fleet.Bundle
+	total := newTotal(opts)
 	for _, pattern := range dirs {
 		if opts.BaseDir != "" {
 			pattern = filepath.Join(opts.BaseDir, pattern)
@@ -87,7 +93,7 @@ func ReadBundles(ctx context.Context, opts ApplyOptions) ([]*fleet.Bundle, error
 				return nil, err
 			}
 			for _, f := range folders {
-				b, err := readOne(ctx, opts, f.Name, f.Path, opts.Read)
+				b, err := total.read(ctx, opts, f.Name, f.Path, opts.Read)
 				if err != nil {
 					return nil, err
 				}
@@ -105,6 +111,7 @@ func ReadBundles(ctx context.Context, opts ApplyOptions) ([]*fleet.Bundle, error
 
 func readBundleDirs(ctx context.Context, opts ApplyOptions) ([]*fleet.Bundle, error) {
 	var bundles []*fleet.Bundle
+	total := newTotal(opts)
 	for _, d := range opts.Bundles {
 		named := filepath.ToSlash(filepath.Clean(d.Dir))
 		if d.FleetFile != "" {
@@ -112,7 +119,7 @@ func readBundleDirs(ctx context.Context, opts ApplyOptions) ([]*fleet.Bundle, er
 		}
 		read := opts.Read
 		read.FleetFile = d.FleetFile
-		b, err := readOne(ctx, opts, names.BundleForPath(opts.Name, named), filepath.Join(opts.BaseDir, d.Dir), read)
+		b, err := total.read(ctx, opts, names.BundleForPath(opts.Name, named), filepath.Join(opts.BaseDir, d.Dir), read)
 		if err != nil {
 			return nil, err
 		}
@@ -139,6 +146,70 @@ func readOne(ctx context.Context, opts ApplyOptions, name, dir string, read bund
 	}
 	b.Namespace = opts.Namespace
 	return b, nil
+}
+
+// TotalTooLargeError is Bundles that together take more than ApplyOptions.MaxTotalSize.
+type TotalTooLargeError struct {
+	// Bundle is the one being read when the bound was passed.
+	Bundle string
+	Limit  int64
+}
+
+func (e *TotalTooLargeError) Error() string {
+	return fmt.Sprintf("the Bundles take more than %d bytes in all, the limit, by Bundle %s", e.Limit, e.Bundle)
+}
+
+// total is what the Bundles read so far take, against MaxTotalSize.
+type total struct {
+	perBundle, left int64 // left < 0: no bound
+}
+
+func newTotal(opts ApplyOptions) *total {
+	t := &total{perBundle: opts.Read.MaxSize, left: -1}
+	if t.perBundle <= 0 {
+		t.perBundle = content.DefaultMaxSize
+	}
+	if opts.MaxTotalSize > 0 {
+		t.left = opts.MaxTotalSize
+	}
+	return t
+}
+
+// read reads one Bundle, with no more than what is left of the total for it.
+func (t *total) read(ctx context.Context, opts ApplyOptions, name, dir string, read bundlereader.Options) (*fleet.Bundle, error) {
+	if t.left < 0 {
+		return readOne(ctx, opts, name, dir, read)
+	}
+	read.MaxSize = t.perBundle
+	bounded := t.left < read.MaxSize
+	if bounded {
+		read.MaxSize = t.left
+	}
+	tooLarge := &TotalTooLargeError{Bundle: name, Limit: opts.MaxTotalSize}
+	if read.MaxSize <= 0 {
+		return nil, tooLarge
+	}
+	b, err := readOne(ctx, opts, name, dir, read)
+	var past *content.TooLargeError
+	if bounded && errors.As(err, &past) {
+		return nil, tooLarge
+	}
+	if err != nil || b == nil {
+		return b, err
+	}
+	if t.left -= Size(b); t.left < 0 {
+		return nil, tooLarge
+	}
+	return b, nil
+}
+
+// Size is what b's resources take as stored.
+func Size(b *fleet.Bundle) int64 {
+	var n int64
+	for _, r := range b.Spec.Resources {
+		n += int64(len(r.Name) + len(r.Content))
+	}
+	return n
 }
 
 func logTo(w io.Writer) io.Writer {

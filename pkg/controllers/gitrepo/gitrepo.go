@@ -64,7 +64,13 @@ type Settings struct {
 	Worker string
 	// MaxBundleSize bounds one Bundle's files.
 	MaxBundleSize int64
+	// MaxSyncSize bounds what all the Bundles of one commit take together, so
+	// that ConcurrentFetches syncs hold at most ConcurrentFetches times it.
+	MaxSyncSize int64
 }
+
+// DefaultMaxSyncSize is --gitrepo-max-sync-size's default.
+const DefaultMaxSyncSize = 128 << 20
 
 // DefaultPollingInterval is Fleet's.
 const DefaultPollingInterval = 15 * time.Second
@@ -124,6 +130,9 @@ func Register(ctx context.Context, settings Settings, repos fleetcontrollers.Git
 	}
 	if settings.MaxCheckoutSize <= 0 {
 		settings.MaxCheckoutSize = 256 << 20
+	}
+	if settings.MaxSyncSize <= 0 {
+		settings.MaxSyncSize = DefaultMaxSyncSize
 	}
 	if settings.FetchMemory <= 0 {
 		settings.FetchMemory = 512 << 20
@@ -384,7 +393,8 @@ func (h *handler) write(ctx context.Context, gr *fleet.GitRepo, src gitfetch.Sou
 	}
 	opts := hubctl.ApplyOptions{
 		Name: gr.Name, Dirs: paths, Bundles: dirs, BaseDir: checkout, Namespace: gr.Namespace, Log: discard{},
-		Owner: metav1.NewControllerRef(gr, fleet.SchemeGroupVersion.WithKind("GitRepo")),
+		Owner:        metav1.NewControllerRef(gr, fleet.SchemeGroupVersion.WithKind("GitRepo")),
+		MaxTotalSize: h.settings.MaxSyncSize,
 		Read: bundlereader.Options{
 			Labels:          map[string]string{hubctl.RepoLabel: gr.Name, hubctl.CommitLabel: commit},
 			Targets:         targets(gr.Spec.Targets),
@@ -401,6 +411,10 @@ func (h *handler) write(ctx context.Context, gr *fleet.GitRepo, src gitfetch.Sou
 		},
 	}
 	bundles, err := hubctl.ReadBundles(ctx, opts)
+	var total *hubctl.TotalTooLargeError
+	if errors.As(err, &total) {
+		return &reasoned{gitfetch.ReasonTooLarge, fmt.Errorf("commit %s: %w (--gitrepo-max-sync-size)", short(commit), err)}
+	}
 	if err != nil {
 		msg := strings.ReplaceAll(err.Error(), checkout+"/", "")
 		if (helmAuth.Username != "" || helmAuth.Password != "") && helmAuth.SendCredentialsTo == nil {
