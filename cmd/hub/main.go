@@ -9,6 +9,8 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -46,6 +48,7 @@ type controlPlaneFlags struct {
 	tlsSANs     []string
 	profiling   bool
 	maxToken    time.Duration
+	podSecurity string
 }
 
 func (f *controlPlaneFlags) register(cmd *cobra.Command, defaultDataDir string, defaultPort int) {
@@ -54,6 +57,7 @@ func (f *controlPlaneFlags) register(cmd *cobra.Command, defaultDataDir string, 
 	cmd.Flags().IntVar(&f.securePort, "secure-port", defaultPort, "HTTPS port of the embedded API server")
 	cmd.Flags().BoolVar(&f.profiling, "profiling", false, "serve Go profiles at /debug/pprof: the embedded API server's (to its admins) and the hub's on --metrics-bind-address")
 	cmd.Flags().StringSliceVar(&f.tlsSANs, "tls-san", nil, "extra host names or IP addresses for the API server certificate, e.g. the address agents use to reach the hub")
+	cmd.Flags().StringVar(&f.podSecurity, "pod-security", controlplane.DefaultPodSecurity, "Pod Security Standards level (privileged, baseline or restricted) the embedded API server enforces in namespaces without a pod-security.kubernetes.io/enforce label; kube-system is exempt")
 	cmd.Flags().DurationVar(&f.maxToken, "service-account-max-token-expiration", controlplane.DefaultMaxTokenExpiration, "longest lifetime of a ServiceAccount token the embedded API server issues; a TokenRequest for longer gets this long")
 }
 
@@ -68,8 +72,11 @@ func (f *controlPlaneFlags) config() (controlplane.Config, error) {
 	if f.maxToken < 10*time.Minute {
 		return controlplane.Config{}, fmt.Errorf("--service-account-max-token-expiration %s is shorter than the 10 minutes the TokenRequest API allows", f.maxToken)
 	}
+	if !slices.Contains(controlplane.PodSecurityLevels, f.podSecurity) {
+		return controlplane.Config{}, fmt.Errorf("--pod-security %q is none of %s", f.podSecurity, strings.Join(controlplane.PodSecurityLevels, ", "))
+	}
 	return controlplane.Config{DataDir: f.dataDir, BindAddress: ip, SecurePort: f.securePort, TLSSANs: f.tlsSANs, Profiling: f.profiling,
-		MaxTokenExpiration: f.maxToken}, nil
+		MaxTokenExpiration: f.maxToken, PodSecurity: f.podSecurity}, nil
 }
 
 func defaultDataDir(name string) string {

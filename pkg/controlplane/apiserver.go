@@ -46,6 +46,9 @@ func (c *ControlPlane) apiServerFlags(etcdURL string) []string {
 		// 30 seconds a Pod or systemd grants before killing it.
 		"--shutdown-watch-termination-grace-period=5s",
 	}
+	if c.admissionConfig != "" {
+		flags = append(flags, "--admission-control-config-file="+c.admissionConfig)
+	}
 	if c.cfg.Node != nil {
 		flags = replaceFlags(flags, c.nodeAPIServerFlags())
 	}

@@ -51,6 +51,9 @@ type Config struct {
 	// MaxTokenExpiration is the longest lifetime of a ServiceAccount token the API
 	// server issues; zero leaves it unbounded.
 	MaxTokenExpiration time.Duration
+	// PodSecurity is the Pod Security Standards level enforced in namespaces that
+	// do not label one (PodSecurityLevels); empty is DefaultPodSecurity.
+	PodSecurity string
 }
 
 // DefaultMaxTokenExpiration is a year: the longest credential the hub hands out, that
@@ -78,7 +81,9 @@ type ControlPlane struct {
 	ComponentLog string
 
 	stopped chan struct{}
-	err     error
+	// admissionConfig is the API server's admission configuration file.
+	admissionConfig string
+	err             error
 }
 
 // LogFile is where the Kubernetes components of a control plane under dataDir log.
@@ -118,6 +123,9 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 		if err := c.pki.ensureNodeLeaves(*cfg.Node); err != nil {
 			return nil, err
 		}
+	}
+	if c.admissionConfig, err = c.writeAdmissionConfig(); err != nil {
+		return nil, err
 	}
 	c.CAPEM = c.pki.caPEM()
 	c.URL = "https://" + net.JoinHostPort(clientHost(cfg.BindAddress), strconv.Itoa(cfg.SecurePort))
