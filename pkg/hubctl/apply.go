@@ -197,14 +197,14 @@ func (t *total) read(ctx context.Context, opts ApplyOptions, name, dir string, r
 	if err != nil || b == nil {
 		return b, err
 	}
-	if t.left -= Size(b); t.left < 0 {
+	if t.left -= size(b); t.left < 0 {
 		return nil, tooLarge
 	}
 	return b, nil
 }
 
-// Size is what b's resources take as stored.
-func Size(b *fleet.Bundle) int64 {
+// size is what b's resources take as stored.
+func size(b *fleet.Bundle) int64 {
 	var n int64
 	for _, r := range b.Spec.Resources {
 		n += int64(len(r.Name) + len(r.Content))

@@ -62,7 +62,7 @@ func TestReadBundlesBoundsTheirTotal(t *testing.T) {
 			default:
 				var sum int64
 				for _, b := range bundles {
-					sum += Size(b)
+					sum += size(b)
 				}
 				if len(bundles) != 3 || (tc.total > 0 && sum > tc.total) {
 					t.Fatalf("%d Bundles of %d bytes, want 3 within %d", len(bundles), sum, tc.total)
