@@ -9,6 +9,7 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"sigs.k8s.io/yaml"
 
 	fleet "github.com/flotilla/flotilla/pkg/apis/fleet.cattle.io/v1alpha1"
@@ -91,8 +92,25 @@ need no access to them. See docs/fleet-yaml.md.`,
 	fl.StringVar(&f.credentialsFor, "helm-repo-url-regex", "", "send the credentials only to chart repositories whose URL this matches from its start (required with --username or --password-file)")
 	fl.BoolVar(&r.Auth.InsecureSkipVerify, "helm-insecure-skip-tls", false, "do not check chart repositories' certificates")
 	fl.BoolVar(&r.Auth.PlainHTTP, "helm-basic-http", false, "talk to OCI registries over plain HTTP")
-	fl.StringSliceVar(&f.allowed, "allowed-networks", nil, "CIDRs (or addresses) chart downloads may connect to even though they are private, loopback or link-local, e.g. 127.0.0.0/8 for a chart repository on this machine")
+	registerAllowedNetworks(fl, &f.allowed)
 	return cmd
+}
+
+// registerAllowedNetworks adds --allowed-networks, for downloadClient.
+func registerAllowedNetworks(fl *pflag.FlagSet, allowed *[]string) {
+	fl.StringSliceVar(allowed, "allowed-networks", nil, "CIDRs (or addresses) chart downloads may connect to even though they are private, loopback or link-local, e.g. 127.0.0.0/8 for a chart repository on this machine")
+}
+
+// downloadClient is the client of chart downloads: a fleet.yaml names the servers,
+// and its folder may come from anyone's branch, so private, loopback and link-local
+// addresses are refused unless allowed (--allowed-networks).
+func downloadClient(allowed []string) (*http.Client, error) {
+	prefixes, err := kubeconfig.ParsePrefixes(allowed)
+	if err != nil {
+		return nil, fmt.Errorf("--allowed-networks: %w", err)
+	}
+	policy := &kubeconfig.AddressPolicy{Allowed: prefixes, RefusePrivate: true, For: "a chart download", Flag: "--allowed-networks"}
+	return &http.Client{Transport: policy.Transport()}, nil
 }
 
 // complete turns the flags into options.
@@ -126,13 +144,11 @@ func (f *applyFlags) complete(args []string) error {
 		}
 		r.Auth.SendCredentialsTo = re
 	}
-	allowed, err := kubeconfig.ParsePrefixes(f.allowed)
+	client, err := downloadClient(f.allowed)
 	if err != nil {
-		return fmt.Errorf("--allowed-networks: %w", err)
+		return err
 	}
-	// A fleet.yaml names the servers, and its folder may come from anyone's branch.
-	policy := &kubeconfig.AddressPolicy{Allowed: allowed, RefusePrivate: true, For: "a chart download", Flag: "--allowed-networks"}
-	r.HTTPClient = &http.Client{Transport: policy.Transport()}
+	r.HTTPClient = client
 	if f.caFile != "" {
 		ca, err := os.ReadFile(f.caFile)
 		if err != nil {
@@ -168,6 +184,7 @@ func outputFile(path string, stdout io.Writer) (io.Writer, func(), error) {
 
 func newTestCommand() *cobra.Command {
 	opts := hubctl.TestOptions{}
+	var allowed []string
 	cmd := &cobra.Command{
 		Use:   "test [DIR]",
 		Short: "Print the manifests a cluster would get from a folder with a fleet.yaml (as fleet test does)",
@@ -181,6 +198,11 @@ overlays). Which target matched is printed to standard error.`,
 			if len(args) == 1 {
 				opts.Dir = args[0]
 			}
+			client, err := downloadClient(allowed)
+			if err != nil {
+				return err
+			}
+			opts.Read.HTTPClient = client
 			return hubctl.Test(signals.Context(), opts, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
@@ -192,5 +214,6 @@ overlays). Which target matched is printed to standard error.`,
 	fl.StringVarP(&opts.Target, "target", "t", "", "render this target, whatever matches")
 	fl.StringVarP(&opts.BundleFile, "bundle-file", "b", "", "a Bundle's YAML to render instead of a folder")
 	fl.BoolVarP(&opts.Quiet, "quiet", "q", false, "print only which target matched")
+	registerAllowedNetworks(fl, &allowed)
 	return cmd
 }

@@ -117,8 +117,8 @@ spec:
 	}
 
 	// A fleet.yaml that names a chart on this machine (or the cloud's metadata service,
-	// or the company network) is refused before anything is sent there, unless the
-	// user allows it: the server sees no request.
+	// or the company network) is refused by hub apply and hub test before anything is
+	// sent there, unless the user allows it: the server sees no request.
 	var asked atomic.Int32
 	local := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		asked.Add(1)
@@ -136,6 +136,11 @@ spec:
 		if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "does not connect to "+host+" for a chart download") ||
 			!strings.Contains(string(out), "--allowed-networks") {
 			t.Errorf("hub apply of a chart at %s: %v, want the address refused naming --allowed-networks\n%s", url, err, out)
+		}
+		render := exec.Command(filepath.Join(framework.BinDir(t), "hub"), "test", ".")
+		render.Dir = folder
+		if out, err := render.CombinedOutput(); err == nil || !strings.Contains(string(out), "does not connect to "+host+" for a chart download") {
+			t.Errorf("hub test of a chart at %s: %v, want the address refused\n%s", url, err, out)
 		}
 	}
 	if n := asked.Load(); n != 0 {
