@@ -8,7 +8,7 @@ import (
 )
 
 const (
-	plainPod      = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: plain\nspec:\n  containers:\n  - name: c\n    image: pause\n"
+	plainPod = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: plain\nspec:\n  containers:\n  - name: c\n    image: pause\n"
 	// The node's processes and its root file system: the way out of a container
 	// (privileged containers are refused by the API server everywhere).
 	privilegedPod = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: privileged\nspec:\n  hostPID: true\n  volumes:\n  - name: root\n    hostPath: {path: /}\n  containers:\n  - name: c\n    image: pause\n    volumeMounts: [{name: root, mountPath: /host}]\n"
