@@ -33,9 +33,7 @@ func TestGitRepoConnectionsToRefusedAddressesAreRefused(t *testing.T) {
 	t.Cleanup(charts.Close)
 
 	hub := framework.StartHub(t, "--gitrepo-allowed-networks=127.0.0.1/32")
-	hub.MustKubectl("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: "+workspace+"\n", "apply", "-f", "-")
-	hub.MustKubectl("", "-n", workspace, "create", "secret", "generic", "git-auth", "--type=kubernetes.io/basic-auth",
-		"--from-literal=username="+gitUser, "--from-literal=password="+gitPassword)
+	gitAuthIn(t, hub, workspace)
 
 	git.Git(git.Work, "checkout", "-q", "-b", "ssrf", "main")
 	for name, url := range map[string]string{"loopback": charts.URL + "/chart.tgz", "metadata": "http://169.254.169.254/latest/chart.tgz", "private": "http://10.1.2.3/chart.tgz"} {

@@ -82,9 +82,7 @@ func TestOneWorkspacesSlowGitServerDoesNotStallAnother(t *testing.T) {
 		return nil
 	})
 
-	hub.MustKubectl("", "create", "namespace", workspace)
-	hub.MustKubectl("", "-n", workspace, "create", "secret", "generic", "git-auth", "--type=kubernetes.io/basic-auth",
-		"--from-literal=username="+gitUser, "--from-literal=password="+gitPassword)
+	gitAuthIn(t, hub, workspace)
 	hub.MustKubectl(gitRepo("on-time", git.URL, "main", "git-auth", "single-cluster/manifests"), "apply", "-f", "-")
 	if reason, message := accepted(t, hub, "on-time", "True"); reason != "" {
 		t.Fatalf("on-time: %s %s", reason, message)

@@ -43,6 +43,15 @@ func startGitServer(t *testing.T) *gittest.Server {
 	return s
 }
 
+// gitAuthIn makes namespace, if it is not there, with the Secret git-auth holding
+// the Git server's credentials.
+func gitAuthIn(t *testing.T, hub *framework.Hub, namespace string) {
+	t.Helper()
+	hub.MustKubectl("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: "+namespace+"\n", "apply", "-f", "-")
+	hub.MustKubectl("", "-n", namespace, "create", "secret", "generic", "git-auth", "--type=kubernetes.io/basic-auth",
+		"--from-literal=username="+gitUser, "--from-literal=password="+gitPassword)
+}
+
 func gitRepo(name, url, branch, secret string, paths ...string) string {
 	y := "apiVersion: fleet.cattle.io/v1alpha1\nkind: GitRepo\nmetadata:\n  name: " + name + "\n  namespace: " + workspace +
 		"\nspec:\n  repo: " + url + "\n  branch: " + branch + "\n  pollingInterval: 2s\n"
@@ -102,8 +111,7 @@ func TestAGitRepoDeploysFleetExamplesAndFollowsItsBranch(t *testing.T) {
 			prod = c
 		}
 	}
-	hub.MustKubectl("", "-n", workspace, "create", "secret", "generic", "git-auth", "--type=kubernetes.io/basic-auth",
-		"--from-literal=username="+gitUser, "--from-literal=password="+gitPassword)
+	gitAuthIn(t, hub, workspace)
 
 	applied := time.Now()
 	hub.MustKubectl(gitRepo("examples", git.URL, "main", "git-auth", "single-cluster/manifests"), "apply", "-f", "-")
@@ -289,9 +297,7 @@ func TestGitRepoRestrictions(t *testing.T) {
 	git := startGitServer(t)
 	hub := framework.StartHub(t, "--gitrepo-allowed-networks=127.0.0.0/8")
 	const ns = "team-a"
-	hub.MustKubectl("", "create", "namespace", ns)
-	hub.MustKubectl("", "-n", ns, "create", "secret", "generic", "git-auth", "--type=kubernetes.io/basic-auth",
-		"--from-literal=username="+gitUser, "--from-literal=password="+gitPassword)
+	gitAuthIn(t, hub, ns)
 	hub.MustKubectl(fmt.Sprintf(`apiVersion: fleet.cattle.io/v1alpha1
 kind: GitRepoRestriction
 metadata:

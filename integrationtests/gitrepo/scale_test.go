@@ -26,9 +26,7 @@ func TestManyGitReposPolling(t *testing.T) {
 	git := startGitServer(t)
 	api := framework.StartControlPlane(t, "gitrepo-api")
 	hub := framework.StartHubOn(t, api, "--gitrepo-allowed-networks=127.0.0.0/8")
-	hub.MustKubectl("", "create", "namespace", workspace)
-	hub.MustKubectl("", "-n", workspace, "create", "secret", "generic", "git-auth", "--type=kubernetes.io/basic-auth",
-		"--from-literal=username="+gitUser, "--from-literal=password="+gitPassword)
+	gitAuthIn(t, hub, workspace)
 	var all strings.Builder
 	for i := 0; i < n; i++ {
 		y := gitRepo(fmt.Sprintf("repo-%03d", i), git.URL, "main", "git-auth", "single-cluster/manifests")

@@ -18,9 +18,7 @@ func TestOneGitRepoSyncIsBoundedInMemory(t *testing.T) {
 	t.Parallel()
 	git := startGitServer(t)
 	hub := framework.StartHub(t, "--gitrepo-allowed-networks=127.0.0.0/8", fmt.Sprintf("--gitrepo-max-sync-size=%d", 4<<20))
-	hub.MustKubectl("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: "+workspace+"\n", "apply", "-f", "-")
-	hub.MustKubectl("", "-n", workspace, "create", "secret", "generic", "git-auth", "--type=kubernetes.io/basic-auth",
-		"--from-literal=username="+gitUser, "--from-literal=password="+gitPassword)
+	gitAuthIn(t, hub, workspace)
 
 	git.Git(git.Work, "checkout", "-q", "-b", "big", "main")
 	// Random data, so that the Bundles hold about as much as the folder, compressed.

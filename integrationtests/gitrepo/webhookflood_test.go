@@ -113,9 +113,7 @@ func TestAWebhookFloodIsBoundedAndPushesAreAnswered(t *testing.T) {
 	const readTimeout = time.Minute
 	hub := framework.StartHub(t, "--gitrepo-allowed-networks=127.0.0.0/8", "--webhook-bind-address="+addr,
 		"--webhook-read-timeout="+readTimeout.String())
-	hub.MustKubectl("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: "+workspace+"\n", "apply", "-f", "-")
-	hub.MustKubectl("", "-n", workspace, "create", "secret", "generic", "git-auth", "--type=kubernetes.io/basic-auth",
-		"--from-literal=username="+gitUser, "--from-literal=password="+gitPassword)
+	gitAuthIn(t, hub, workspace)
 	hub.MustKubectl("", "-n", "cattle-fleet-system", "create", "secret", "generic", "gitjob-webhook", "--from-literal=github="+webhookSecret)
 	hub.MustKubectl(strings.Replace(gitRepo("pushed", git.URL, "main", "git-auth", "single-cluster/manifests"), "pollingInterval: 2s", "pollingInterval: 1h", 1), "apply", "-f", "-")
 	if out, err := hub.Kubectl("", "-n", workspace, "wait", "--for=jsonpath={.status.commit}", "gitrepos.fleet.cattle.io/pushed", "--timeout=120s"); err != nil {
