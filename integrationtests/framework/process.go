@@ -49,6 +49,7 @@ type Process struct {
 	t       testing.TB
 	name    string
 	args    []string
+	env     []string
 	logPath string
 	cmd     *exec.Cmd
 	exited  chan struct{}
@@ -59,7 +60,13 @@ type Process struct {
 // restarted process keeps one log), and stops it when the test ends.
 func startProcess(t testing.TB, name, logPath, bin string, args ...string) *Process {
 	t.Helper()
-	p := &Process{t: t, name: name, args: append([]string{bin}, args...), logPath: logPath}
+	return startWithCleanup(t, &Process{t: t, name: name, args: append([]string{bin}, args...), logPath: logPath})
+}
+
+// startWithCleanup starts p and stops it when the test ends, showing the end of its log if the
+// test failed.
+func startWithCleanup(t testing.TB, p *Process) *Process {
+	t.Helper()
 	p.start()
 	t.Cleanup(func() {
 		p.Stop()
@@ -70,6 +77,15 @@ func startProcess(t testing.TB, name, logPath, bin string, args ...string) *Proc
 	return p
 }
 
+// StartProgram runs a program that is not Flotilla's (Fleet's agent, say) with env
+// added to the test's environment, logging to a file of its own, and stops it when
+// the test ends.
+func StartProgram(t testing.TB, name, bin string, env []string, args ...string) *Process {
+	t.Helper()
+	logPath := filepath.Join(ShortTempDir(t, "flt-prog-"), filepath.Base(bin)+".log")
+	return startWithCleanup(t, &Process{t: t, name: name, args: append([]string{bin}, args...), env: append([]string{}, env...), logPath: logPath})
+}
+
 func (p *Process) start() {
 	p.t.Helper()
 	logFile, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
@@ -77,6 +93,9 @@ func (p *Process) start() {
 		p.t.Fatalf("opening %s: %v", p.logPath, err)
 	}
 	cmd := exec.Command(p.args[0], p.args[1:]...)
+	if p.env != nil {
+		cmd.Env = append(os.Environ(), p.env...)
+	}
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
 	// Its own process group, so a test interrupted by Ctrl-C stops it too through Cleanup.

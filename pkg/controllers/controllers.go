@@ -75,6 +75,10 @@ type Settings struct {
 	ClusterRecoveryTTL time.Duration
 	// RequestRetention is how long an answered registration request is kept.
 	RequestRetention time.Duration
+	// FleetAgents lets Fleet's agents register (ClusterRegistrations), with a token
+	// lasting FleetAgentTokenTTL.
+	FleetAgents        bool
+	FleetAgentTokenTTL time.Duration
 	// MaxBundleSize bounds what a Bundle's resources decode to.
 	MaxBundleSize int64
 	// AgentImageRepository and AgentImageTag replace the agent chart's image when set.
@@ -107,6 +111,8 @@ func DefaultSettings() Settings {
 		ClusterOfflineAfter: 2 * time.Minute,
 		MaxBundleSize:       content.DefaultMaxSize,
 		RequestRetention:    time.Hour,
+		FleetAgents:         true,
+		FleetAgentTokenTTL:  7 * 24 * time.Hour,
 		ClusterRecoveryTTL:  90 * 24 * time.Hour,
 	}
 }
@@ -194,7 +200,9 @@ func (m *Manager) Start(ctx context.Context) error {
 		APIServerAuthorizesIdentities: m.settings.APIServerAuthorizesIdentities,
 		RequestRetention:              m.settings.RequestRetention,
 		RecoveryTTL:                   m.settings.ClusterRecoveryTTL,
-	}, fleet.ClusterRegistrationRequest(), fleet.Cluster(), fleet.ClusterRegistrationToken(), namespaces, kube, events)
+		FleetAgents:                   m.settings.FleetAgents,
+		FleetAgentTokenTTL:            m.settings.FleetAgentTokenTTL,
+	}, fleet.ClusterRegistrationRequest(), fleet.ClusterRegistration(), fleet.Cluster(), fleet.ClusterRegistrationToken(), namespaces, kube, events)
 	cluster.Register(ctx, cluster.Settings{OfflineAfter: m.settings.ClusterOfflineAfter},
 		fleet.Cluster(), fleetClient.FleetV1alpha1(), fleet.ClusterRegistrationRequest(), fleet.BundleDeployment(), leases, namespaces, kube, events)
 	bundle.Register(ctx, bundle.Settings{MaxSize: m.settings.MaxBundleSize}, bundle.Sources{

@@ -14,7 +14,7 @@ func TestEmbeddedCRDsAreTheFleetKinds(t *testing.T) {
 	}
 	want := map[string]string{
 		"Bundle": "Namespaced", "BundleDeployment": "Namespaced", "Cluster": "Namespaced",
-		"ClusterGroup": "Namespaced", "ClusterRegistrationRequest": "Namespaced",
+		"ClusterGroup": "Namespaced", "ClusterRegistration": "Namespaced", "ClusterRegistrationRequest": "Namespaced",
 		"ClusterRegistrationToken": "Namespaced", "Content": "Cluster", "Policy": "Namespaced", "GitRepo": "Namespaced", "GitRepoRestriction": "Namespaced",
 	}
 	// Kinds without a status, whose objects are only read.

@@ -91,6 +91,9 @@ const (
 	// RequestNamespaceLabel is the namespace of the ClusterRegistrationRequest an
 	// answer Secret was written for.
 	RequestNamespaceLabel = "fleet.cattle.io/cluster-registration-namespace"
+	// RequestKindLabel is the kind of the request an answer Secret was made for,
+	// when it is not a ClusterRegistrationRequest: Fleet's ClusterRegistration.
+	RequestKindLabel = "fleet.cattle.io/cluster-registration-kind"
 	// ClientIDHashLabel is the hash of a clientID, for finding what belongs to it.
 	ClientIDHashLabel = "fleet.cattle.io/client-id-hash"
 	// BundleNameLabel names the Bundle a BundleDeployment deploys.
@@ -235,6 +238,14 @@ func CredentialPickupBinding(workspace, token string) string {
 // computes the same name to fetch it.
 func CredentialSecret(clientID, clientRandom string) string {
 	return "c-" + Hash(40, clientID, clientRandom)
+}
+
+// FleetAnswerSecret is the name of the Secret Fleet's agent waits for after sending
+// a ClusterRegistration: "c-" and the hex sha256 of clientID and clientRandom
+// written one after the other, 63 characters in all, as Fleet names it.
+func FleetAnswerSecret(clientID, clientRandom string) string {
+	sum := sha256.Sum256([]byte(clientID + clientRandom))
+	return ("c-" + hex.EncodeToString(sum[:]))[:63]
 }
 
 // ImportToken is the registration token the hub mints for one deployment of an

@@ -63,38 +63,66 @@ type Settings struct {
 	// RequestRetention is how long an answered request is kept, for people to read
 	// the answer, before it is deleted with its answer Secret.
 	RequestRetention time.Duration
+	// FleetAgents says whether Fleet's agents may register (ClusterRegistrations);
+	// FleetAgentTokenTTL is the lifetime of the token they get, which they cannot
+	// renew.
+	FleetAgents        bool
+	FleetAgentTokenTTL time.Duration
 }
 
 type handler struct {
-	settings   Settings
-	requests   fleetcontrollers.ClusterRegistrationRequestController
-	clusters   fleetcontrollers.ClusterController
-	tokens     fleetcontrollers.ClusterRegistrationTokenController
-	namespaces *clusterns.Ensurer
-	kube       kubernetes.Interface
-	events     record.EventRecorder
+	settings Settings
+	requests fleetcontrollers.ClusterRegistrationRequestController
+	// signed and fleetAgents are the two kinds of request.
+	signed, fleetAgents kind
+	clusters            fleetcontrollers.ClusterController
+	tokens              fleetcontrollers.ClusterRegistrationTokenController
+	namespaces          *clusterns.Ensurer
+	kube                kubernetes.Interface
+	events              record.EventRecorder
 }
 
-// Register starts handling ClusterRegistrationRequests.
+// Register starts handling ClusterRegistrationRequests and Fleet's
+// ClusterRegistrations.
 func Register(ctx context.Context, settings Settings, requests fleetcontrollers.ClusterRegistrationRequestController,
+	fleetRegistrations fleetcontrollers.ClusterRegistrationController,
 	clusters fleetcontrollers.ClusterController, tokens fleetcontrollers.ClusterRegistrationTokenController,
 	namespaces *clusterns.Ensurer, kube kubernetes.Interface, events record.EventRecorder) {
-	h := &handler{settings: settings, requests: requests, clusters: clusters, tokens: tokens, namespaces: namespaces, kube: kube, events: events}
+	h := &handler{settings: settings, requests: requests, clusters: clusters, tokens: tokens, namespaces: namespaces, kube: kube, events: events,
+		signed:      kind{name: requestKind, store: requestsStore{requests}},
+		fleetAgents: kind{name: fleetKind, unkeyed: true, store: registrations{fleetRegistrations}},
+	}
 	requests.Cache().AddIndexer(ByClientID, func(r *fleet.ClusterRegistrationRequest) ([]string, error) {
-		return []string{r.Namespace + "/" + r.Spec.ClientID}, nil
+		return requestIndex(ByClientID, r), nil
 	})
 	requests.Cache().AddIndexer(refusedByToken, func(r *fleet.ClusterRegistrationRequest) ([]string, error) {
-		if refusedCondition(r) == nil {
-			return nil, nil
-		}
-		return []string{r.Namespace + "/" + r.Labels[names.RegistrationTokenLabel]}, nil
+		return requestIndex(refusedByToken, r), nil
+	})
+	fleetRegistrations.Cache().AddIndexer(ByClientID, func(r *fleet.ClusterRegistration) ([]string, error) {
+		return requestIndex(ByClientID, asRequest(r)), nil
+	})
+	fleetRegistrations.Cache().AddIndexer(refusedByToken, func(r *fleet.ClusterRegistration) ([]string, error) {
+		return requestIndex(refusedByToken, asRequest(r)), nil
 	})
 	IndexClustersByClientID(clusters.Cache())
 	clusters.Cache().AddIndexer(byClusterNamespace, func(c *fleet.Cluster) ([]string, error) {
 		return []string{clusterns.Name(c)}, nil
 	})
 	requests.OnChange(ctx, "cluster-registration-request", h.onChange)
+	fleetRegistrations.OnChange(ctx, "cluster-registration", h.onRegistration)
 	go wait.JitterUntilWithContext(ctx, h.sweepAnswers, answerSweepEvery, 0.2, true)
+}
+
+// requestIndex is what the index named index holds of req.
+func requestIndex(index string, req *fleet.ClusterRegistrationRequest) []string {
+	switch {
+	case index == ByClientID:
+		return []string{req.Namespace + "/" + req.Spec.ClientID}
+	case index == refusedByToken && refusedCondition(req) != nil:
+		return []string{req.Namespace + "/" + req.Labels[names.RegistrationTokenLabel]}
+	default:
+		return nil
+	}
 }
 
 // byClusterNamespace indexes Clusters by their per-cluster namespace.
@@ -162,41 +190,57 @@ func refuse(reason, format string, args ...any) error {
 }
 
 func (h *handler) onChange(_ string, req *fleet.ClusterRegistrationRequest) (*fleet.ClusterRegistrationRequest, error) {
-	if req == nil || req.DeletionTimestamp != nil {
+	if req == nil {
+		return nil, nil
+	}
+	return h.answer(h.signed, req)
+}
+
+func (h *handler) onRegistration(_ string, r *fleet.ClusterRegistration) (*fleet.ClusterRegistration, error) {
+	if r == nil {
+		return nil, nil
+	}
+	updated, err := h.answer(h.fleetAgents, asRequest(r))
+	return asRegistration(updated), err
+}
+
+// answer grants or refuses req, of kind k, once, and in time deletes it.
+func (h *handler) answer(k kind, req *fleet.ClusterRegistrationRequest) (*fleet.ClusterRegistrationRequest, error) {
+	if req.DeletionTimestamp != nil {
 		return req, nil
 	}
 	if req.Status.Granted {
 		// Granted once; what is left is removing what older requests of the same
 		// clientID left behind, retried until done, and in time the request itself
 		// with its credential Secret, if the agent has not deleted that already.
-		if err := h.removeOlderRequests(req); err != nil {
+		if err := h.removeOlderRequests(k, req); err != nil {
 			return req, err
 		}
-		return req, h.expire(req, conditions.Get(req.Status.Conditions, fleet.ConditionReady))
+		return req, h.expire(k, req, conditions.Get(req.Status.Conditions, fleet.ConditionReady))
 	}
 	if c := refusedCondition(req); c != nil {
 		// Refused before; the spec of a request does not change, so neither would the
 		// answer. It is kept for a while for people to read, then deleted, so that
 		// refused requests do not pile up.
-		return req, h.expire(req, c)
+		return req, h.expire(k, req, c)
 	}
-	log := logrus.WithFields(logrus.Fields{"request": req.Namespace + "/" + req.Name, "clientID": req.Spec.ClientID})
-	clusterName, err := h.grant(context.Background(), req, log)
+	log := logrus.WithFields(logrus.Fields{"request": req.Namespace + "/" + req.Name, "kind": k.name, "clientID": req.Spec.ClientID})
+	clusterName, err := h.grant(context.Background(), k, req, log)
 	var refused *refusal
 	if errors.As(err, &refused) {
 		log.WithField("reason", refused.reason).Warn("Refused the registration: " + refused.message)
 		metrics.Registrations.WithLabelValues("refused", refused.reason).Inc()
-		h.events.Event(req, corev1.EventTypeWarning, refused.reason, refused.message)
+		h.events.Event(k.store.object(req), corev1.EventTypeWarning, refused.reason, refused.message)
 		if refused.cluster != nil {
 			h.events.Eventf(refused.cluster, corev1.EventTypeWarning, "RegistrationRefused",
-				"ClusterRegistrationRequest %s refused (%s): %s", req.Name, refused.reason, refused.message)
+				"%s %s refused (%s): %s", k.name, req.Name, refused.reason, refused.message)
 		}
-		if err := h.writeRefusal(req, refused); err != nil {
+		if err := h.writeRefusal(k, req, refused); err != nil {
 			return req, err
 		}
 		updated := req.DeepCopy()
 		conditions.Set(&updated.Status.Conditions, fleet.ConditionReady, corev1.ConditionFalse, refused.reason, refused.message)
-		return h.requests.UpdateStatus(updated)
+		return k.store.updateStatus(updated)
 	}
 	if err != nil {
 		return req, err
@@ -205,7 +249,7 @@ func (h *handler) onChange(_ string, req *fleet.ClusterRegistrationRequest) (*fl
 	updated.Status.Granted = true
 	updated.Status.ClusterName = clusterName
 	conditions.Set(&updated.Status.Conditions, fleet.ConditionReady, corev1.ConditionTrue, "", "")
-	updated, err = h.requests.UpdateStatus(updated)
+	updated, err = k.store.updateStatus(updated)
 	if err != nil {
 		return req, err
 	}
@@ -213,13 +257,16 @@ func (h *handler) onChange(_ string, req *fleet.ClusterRegistrationRequest) (*fl
 	// check-in; an event per registration would cost a fleet one write each.
 	metrics.Registrations.WithLabelValues("granted", "").Inc()
 	log.WithField("cluster", req.Namespace+"/"+clusterName).Info("Granted the registration")
-	return updated, h.removeOlderRequests(updated)
+	return updated, h.removeOlderRequests(k, updated)
 }
 
 // grant does the work of granting req and returns the Cluster's name.
-func (h *handler) grant(ctx context.Context, req *fleet.ClusterRegistrationRequest, log logrus.FieldLogger) (string, error) {
+func (h *handler) grant(ctx context.Context, k kind, req *fleet.ClusterRegistrationRequest, log logrus.FieldLogger) (string, error) {
+	if k.unkeyed && !h.settings.FleetAgents {
+		return "", refuse("FleetAgentsRefused", "this hub does not register clusters with Fleet's agent (--fleet-agents=false); install Flotilla's fleet-agent chart with the token's values.yaml")
+	}
 	tokenName := req.Labels[names.RegistrationTokenLabel]
-	if recovering := h.clusterOwning(req.Namespace); recovering != nil && tokenName == "" {
+	if recovering := h.clusterOwning(req.Namespace); recovering != nil && tokenName == "" && !k.unkeyed {
 		return h.recover(ctx, req, recovering)
 	}
 	if tokenName == "" {
@@ -240,12 +287,17 @@ func (h *handler) grant(ctx context.Context, req *fleet.ClusterRegistrationReque
 			return "", refuse("TokenBoundToCluster", "token %s/%s registers Cluster %s only, whose clientID differs", req.Namespace, tokenName, bound)
 		}
 	}
-	if err := verify(req); err != nil {
-		return "", err
+	if !k.unkeyed {
+		if err := verify(req); err != nil {
+			return "", err
+		}
 	}
 	judge := func(cluster *fleet.Cluster) error {
 		if err := h.judgeClaim(ctx, cluster, req, bound != ""); err != nil {
 			return err
+		}
+		if k.unkeyed {
+			return judgeUnkeyed(cluster, bound != "")
 		}
 		return judgeKey(cluster, req, bound != "")
 	}
@@ -261,17 +313,19 @@ func (h *handler) grant(ctx context.Context, req *fleet.ClusterRegistrationReque
 	if err := h.countRegistration(token, req.Spec.ClientID); err != nil {
 		return "", err
 	}
-	cluster, existed, err := h.clusterFor(ctx, req, log)
+	cluster, existed, err := h.clusterFor(ctx, k, req, log)
 	if err != nil {
 		return "", err
 	}
 	if err := judge(cluster); err != nil {
 		return "", err
 	}
-	if cluster, err = h.recordKey(cluster, req, existed); err != nil {
-		return "", err
+	if !k.unkeyed {
+		if cluster, err = h.recordKey(cluster, req, existed); err != nil {
+			return "", err
+		}
 	}
-	if err := h.issue(ctx, req, cluster, existed); err != nil {
+	if err := h.issue(ctx, k, req, cluster, existed); err != nil {
 		return "", err
 	}
 	if existed {
@@ -281,7 +335,7 @@ func (h *handler) grant(ctx context.Context, req *fleet.ClusterRegistrationReque
 		// The one registration event on the Cluster itself: a new credential replaced
 		// the one its agent had (a reinstall, or an agent that lost its identity).
 		h.events.Eventf(cluster, corev1.EventTypeNormal, "Reregistered",
-			"The agent registered again (ClusterRegistrationRequest %s, token %s); the credentials it had before were revoked", req.Name, tokenName)
+			"The agent registered again (%s %s, token %s); the credentials it had before were revoked", k.name, req.Name, tokenName)
 	}
 	return cluster.Name, nil
 }
@@ -319,7 +373,7 @@ func (h *handler) recover(ctx context.Context, req *fleet.ClusterRegistrationReq
 	if err != nil {
 		return "", err
 	}
-	if err := h.issue(ctx, req, cluster, true); err != nil {
+	if err := h.issue(ctx, h.signed, req, cluster, true); err != nil {
 		return "", err
 	}
 	h.events.Eventf(cluster, corev1.EventTypeNormal, "Recovered",
@@ -327,8 +381,9 @@ func (h *handler) recover(ctx context.Context, req *fleet.ClusterRegistrationReq
 	return cluster.Name, nil
 }
 
-// issue gives cluster a new identity for req and answers req with it, sealed.
-func (h *handler) issue(ctx context.Context, req *fleet.ClusterRegistrationRequest, cluster *fleet.Cluster, existed bool) error {
+// issue gives cluster a new identity for req and answers req with it: sealed, or in
+// the clear to Fleet's agent, which cannot open a sealed answer.
+func (h *handler) issue(ctx context.Context, k kind, req *fleet.ClusterRegistrationRequest, cluster *fleet.Cluster, existed bool) error {
 	clusterNS := clusterns.Name(cluster)
 	var notOwned *clusterns.NotOwnedError
 	if err := h.namespaces.Ensure(ctx, cluster); errors.As(err, &notOwned) {
@@ -346,7 +401,11 @@ func (h *handler) issue(ctx context.Context, req *fleet.ClusterRegistrationReque
 		}
 	}
 
-	seconds := int64(h.settings.ClusterTokenTTL.Seconds())
+	ttl := h.settings.ClusterTokenTTL
+	if k.unkeyed {
+		ttl = h.settings.FleetAgentTokenTTL
+	}
+	seconds := int64(ttl.Seconds())
 	tr, err := h.kube.CoreV1().ServiceAccounts(clusterNS).CreateToken(ctx, names.AgentIdentityServiceAccount,
 		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &seconds}}, metav1.CreateOptions{})
 	if err != nil {
@@ -365,6 +424,11 @@ func (h *handler) issue(ctx context.Context, req *fleet.ClusterRegistrationReque
 		ClientID:            req.Spec.ClientID,
 		RecoveryLifetime:    h.settings.RecoveryTTL,
 	}
+	if k.unkeyed {
+		// Fleet's agent reads token, clusterNamespace, clusterName and
+		// deploymentNamespace, in the clear; the rest of the credential is beside them.
+		return h.writeCredential(ctx, k, req, cluster, cred.SecretData())
+	}
 	sealed, err := registration.SealCredential(req.Spec.EncryptionKey, req.Spec.ClientID, req.Spec.ClientRandom, cred)
 	var bad *registration.ProofError
 	if errors.As(err, &bad) {
@@ -372,7 +436,7 @@ func (h *handler) issue(ctx context.Context, req *fleet.ClusterRegistrationReque
 	} else if err != nil {
 		return fmt.Errorf("sealing the credential of Cluster %s/%s: %w", cluster.Namespace, cluster.Name, err)
 	}
-	return h.writeCredential(ctx, req, cluster, sealed)
+	return h.writeCredential(ctx, k, req, cluster, map[string][]byte{registration.AnswerSealed: sealed})
 }
 
 // keptRefusedPerToken is how many refused requests of one token the hub keeps for
@@ -384,20 +448,20 @@ const keptRefusedPerToken = 100
 // been kept for RequestRetention since answered (its Ready condition), or at once when
 // it was refused and its token has more refused requests than keptRefusedPerToken, and
 // looks at it again then otherwise.
-func (h *handler) expire(req *fleet.ClusterRegistrationRequest, answered *fleet.Condition) error {
+func (h *handler) expire(k kind, req *fleet.ClusterRegistrationRequest, answered *fleet.Condition) error {
 	left := time.Duration(0)
 	if answered != nil {
 		left = answeredLeft(answered, h.settings.RequestRetention, time.Now())
 	}
-	if left > 0 && (req.Status.Granted || h.refusedOfToken(req) <= keptRefusedPerToken) {
-		h.requests.EnqueueAfter(req.Namespace, req.Name, left)
+	if left > 0 && (req.Status.Granted || h.refusedOfToken(k, req) <= keptRefusedPerToken) {
+		k.store.enqueueAfter(req.Namespace, req.Name, left)
 		return nil
 	}
-	if err := h.deleteAnswer(answerNamespace(req), names.CredentialSecret(req.Spec.ClientID, req.Spec.ClientRandom), req.Name); err != nil {
+	if err := h.deleteAnswer(answerNamespace(req), k.answerName(req), req.Name); err != nil {
 		return err
 	}
 	uid := req.UID
-	err := h.requests.Delete(req.Namespace, req.Name, &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+	err := k.store.delete(req.Namespace, req.Name, &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
 	return ignoreNotFound(err)
 }
 
@@ -416,11 +480,13 @@ func (h *handler) deleteAnswer(namespace, name, request string) error {
 // writeRefusal answers a refused request under its credential Secret's name, so its
 // agent learns why at once instead of waiting for a credential. Not while its token
 // floods: those requests are deleted at once, unread.
-func (h *handler) writeRefusal(req *fleet.ClusterRegistrationRequest, refused *refusal) error {
-	if refused.reason == "Replayed" || req.Spec.ClientID == "" || req.Spec.ClientRandom == "" || h.refusedOfToken(req) >= keptRefusedPerToken {
+func (h *handler) writeRefusal(k kind, req *fleet.ClusterRegistrationRequest, refused *refusal) error {
+	// Fleet's agent would read a refusal as a credential without a token: it sees
+	// none, and the request's condition and event say why.
+	if k.unkeyed || refused.reason == "Replayed" || req.Spec.ClientID == "" || req.Spec.ClientRandom == "" || h.refusedOfToken(k, req) >= keptRefusedPerToken {
 		return nil
 	}
-	secret := answerSecret(req, map[string][]byte{
+	secret := answerSecret(k, req, map[string][]byte{
 		registration.AnswerRefusedReason: []byte(refused.reason), registration.AnswerRefusedMessage: []byte(refused.answerText()),
 	})
 	_, err := h.kube.CoreV1().Secrets(secret.Namespace).Create(context.Background(), secret, metav1.CreateOptions{})
@@ -431,8 +497,8 @@ func (h *handler) writeRefusal(req *fleet.ClusterRegistrationRequest, refused *r
 }
 
 // refusedOfToken counts the refused requests in the cache made with req's token.
-func (h *handler) refusedOfToken(req *fleet.ClusterRegistrationRequest) int {
-	refused, err := h.requests.Cache().GetByIndex(refusedByToken, req.Namespace+"/"+req.Labels[names.RegistrationTokenLabel])
+func (h *handler) refusedOfToken(k kind, req *fleet.ClusterRegistrationRequest) int {
+	refused, err := k.store.byIndex(refusedByToken, req.Namespace+"/"+req.Labels[names.RegistrationTokenLabel])
 	if err != nil {
 		return 0
 	}
@@ -515,7 +581,7 @@ func (h *handler) cachedCluster(req *fleet.ClusterRegistrationRequest) (*fleet.C
 
 // clusterFor finds the Cluster with the request's clientID in its workspace or
 // creates one; existed says whether it was there before.
-func (h *handler) clusterFor(ctx context.Context, req *fleet.ClusterRegistrationRequest, log logrus.FieldLogger) (*fleet.Cluster, bool, error) {
+func (h *handler) clusterFor(ctx context.Context, k kind, req *fleet.ClusterRegistrationRequest, log logrus.FieldLogger) (*fleet.Cluster, bool, error) {
 	if cached, err := h.cachedCluster(req); err != nil || cached != nil {
 		return cached, cached != nil, err
 	}
@@ -523,13 +589,13 @@ func (h *handler) clusterFor(ctx context.Context, req *fleet.ClusterRegistration
 	name := names.ClusterForClientID(req.Spec.ClientID)
 	labels, dropped := clusterLabels(req.Spec.ClusterLabels)
 	if len(dropped) > 0 {
-		h.events.Eventf(req, corev1.EventTypeWarning, "LabelsDropped", "Labels not allowed on a Cluster were dropped: %v", dropped)
+		h.events.Eventf(k.store.object(req), corev1.EventTypeWarning, "LabelsDropped", "Labels not allowed on a Cluster were dropped: %v", dropped)
 	}
 	cluster := &fleet.Cluster{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: name, Namespace: req.Namespace, Labels: labels, Finalizers: []string{names.ClusterFinalizer},
 			// Bound to the key of the request that creates it, in the same write.
-			Annotations: recordFor(req).annotations(),
+			Annotations: k.keyAnnotations(req),
 		},
 		Spec: fleet.ClusterSpec{ClientID: req.Spec.ClientID},
 	}
@@ -651,14 +717,18 @@ func (h *handler) ensureIdentityRBAC(ctx context.Context, cluster *fleet.Cluster
 // clientID and clientRandom, readable by name by the token's ServiceAccount, and
 // deletable by it alone (names.AnswerReaderAnnotation, checked by the admission
 // policy flotilla-registration-answers) once its agent has read it.
-func answerSecret(req *fleet.ClusterRegistrationRequest, data map[string][]byte) *corev1.Secret {
+func answerSecret(k kind, req *fleet.ClusterRegistrationRequest, data map[string][]byte) *corev1.Secret {
+	labels := map[string]string{
+		names.ManagedLabel: "true", names.RequestLabel: req.Name, names.RequestNamespaceLabel: req.Namespace,
+		names.ClientIDHashLabel: names.ClientIDHash(req.Spec.ClientID),
+	}
+	if k.unkeyed {
+		labels[names.RequestKindLabel] = k.name
+	}
 	return &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
-			Name: names.CredentialSecret(req.Spec.ClientID, req.Spec.ClientRandom), Namespace: answerNamespace(req),
-			Labels: map[string]string{
-				names.ManagedLabel: "true", names.RequestLabel: req.Name, names.RequestNamespaceLabel: req.Namespace,
-				names.ClientIDHashLabel: names.ClientIDHash(req.Spec.ClientID),
-			},
+			Name: k.answerName(req), Namespace: answerNamespace(req),
+			Labels: labels,
 			Annotations: map[string]string{
 				names.AnswerReaderAnnotation: serviceaccount.MakeUsername(req.Namespace, names.TokenServiceAccount(req.Labels[names.RegistrationTokenLabel])),
 			},
@@ -668,10 +738,9 @@ func answerSecret(req *fleet.ClusterRegistrationRequest, data map[string][]byte)
 	}
 }
 
-// writeCredential creates the credential Secret, sealed to the request's one-time
-// key.
-func (h *handler) writeCredential(ctx context.Context, req *fleet.ClusterRegistrationRequest, cluster *fleet.Cluster, sealed []byte) error {
-	secret := answerSecret(req, map[string][]byte{registration.AnswerSealed: sealed})
+// writeCredential creates the credential Secret holding data.
+func (h *handler) writeCredential(ctx context.Context, k kind, req *fleet.ClusterRegistrationRequest, cluster *fleet.Cluster, data map[string][]byte) error {
+	secret := answerSecret(k, req, data)
 	secret.Labels[names.ClusterLabel] = cluster.Name
 	secret.Labels[names.ClusterNamespaceLabel] = cluster.Namespace
 	name := secret.Name
@@ -699,8 +768,8 @@ func (h *handler) writeCredential(ctx context.Context, req *fleet.ClusterRegistr
 // removeOlderRequests deletes the other requests of req's clientID in its workspace,
 // with the credential Secret, Role and RoleBinding made for each. It finds them in the
 // cache, so it costs nothing when there are none.
-func (h *handler) removeOlderRequests(req *fleet.ClusterRegistrationRequest) error {
-	others, err := h.requests.Cache().GetByIndex(ByClientID, req.Namespace+"/"+req.Spec.ClientID)
+func (h *handler) removeOlderRequests(k kind, req *fleet.ClusterRegistrationRequest) error {
+	others, err := k.store.byIndex(ByClientID, req.Namespace+"/"+req.Spec.ClientID)
 	if err != nil {
 		return err
 	}
@@ -710,11 +779,11 @@ func (h *handler) removeOlderRequests(req *fleet.ClusterRegistrationRequest) err
 		if other.Name == req.Name || !older(other, req) {
 			continue
 		}
-		name := names.CredentialSecret(other.Spec.ClientID, other.Spec.ClientRandom)
+		name := k.answerName(other)
 		uid := other.UID
 		errs = append(errs,
 			h.deleteAnswer(answerNamespace(other), name, other.Name),
-			ignoreNotFound(h.requests.Delete(other.Namespace, other.Name, &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})),
+			ignoreNotFound(k.store.delete(other.Namespace, other.Name, &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})),
 		)
 	}
 	return errors.Join(errs...)

@@ -32,7 +32,7 @@ const (
 // per-cluster namespaces, go with their namespace); it reads them from the API
 // server a page at a time, since its Secret cache leaves answers out.
 func (h *handler) sweepAnswers(ctx context.Context) {
-	if !h.requests.Informer().HasSynced() {
+	if !h.signed.store.synced() || !h.fleetAgents.store.synced() {
 		return
 	}
 	opts := metav1.ListOptions{
@@ -63,13 +63,16 @@ func (h *handler) sweepAnswers(ctx context.Context) {
 	}
 }
 
-// requestExists says whether the hub's cache holds the request namespace/name; with
-// no namespace (an answer written before answers named it), whether any namespace
-// holds a request of that name.
-func (h *handler) requestExists(namespace, name string) bool {
+// requestExists says whether the hub's cache holds the request namespace/name of
+// the kind named kindName (empty: a ClusterRegistrationRequest); with no namespace
+// (an answer written before answers named it), whether any namespace holds a
+// ClusterRegistrationRequest of that name.
+func (h *handler) requestExists(kindName, namespace, name string) bool {
+	if kindName == fleetKind {
+		return h.fleetAgents.store.get(namespace, name) == nil
+	}
 	if namespace != "" {
-		_, err := h.requests.Cache().Get(namespace, name)
-		return err == nil
+		return h.signed.store.get(namespace, name) == nil
 	}
 	all, err := h.requests.Cache().List("", labels.Everything())
 	if err != nil {
@@ -86,7 +89,7 @@ func (h *handler) requestExists(namespace, name string) bool {
 // orphanedAnswers are the answers among secrets, older than answerGrace at now, whose
 // request does not exist. An answer in a per-cluster namespace (to a recovery
 // request) answers a request of that namespace.
-func orphanedAnswers(secrets []corev1.Secret, exists func(namespace, name string) bool, now time.Time) []corev1.Secret {
+func orphanedAnswers(secrets []corev1.Secret, exists func(kind, namespace, name string) bool, now time.Time) []corev1.Secret {
 	var out []corev1.Secret
 	for _, s := range secrets {
 		request := s.Labels[names.RequestLabel]
@@ -97,7 +100,7 @@ func orphanedAnswers(secrets []corev1.Secret, exists func(namespace, name string
 		if namespace == "" && names.IsClusterNamespace(s.Namespace) {
 			namespace = s.Namespace
 		}
-		if !exists(namespace, request) {
+		if !exists(s.Labels[names.RequestKindLabel], namespace, request) {
 			out = append(out, s)
 		}
 	}

@@ -20,7 +20,7 @@ func TestOrphanedAnswers(t *testing.T) {
 		}
 	}
 	requests := map[string]bool{"ws/alive": true, clusterNS + "/recovering": true}
-	exists := func(namespace, name string) bool {
+	exists := func(_, namespace, name string) bool {
 		if namespace == "" {
 			return name == "alive"
 		}

@@ -78,12 +78,16 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &fleetcattleiov1alpha1.ClusterGroupSpecApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("ClusterGroupStatus"):
 		return &fleetcattleiov1alpha1.ClusterGroupStatusApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("ClusterRegistration"):
+		return &fleetcattleiov1alpha1.ClusterRegistrationApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("ClusterRegistrationRequest"):
 		return &fleetcattleiov1alpha1.ClusterRegistrationRequestApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("ClusterRegistrationRequestSpec"):
 		return &fleetcattleiov1alpha1.ClusterRegistrationRequestSpecApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("ClusterRegistrationRequestStatus"):
 		return &fleetcattleiov1alpha1.ClusterRegistrationRequestStatusApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("ClusterRegistrationSpec"):
+		return &fleetcattleiov1alpha1.ClusterRegistrationSpecApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("ClusterRegistrationToken"):
 		return &fleetcattleiov1alpha1.ClusterRegistrationTokenApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("ClusterRegistrationTokenSpec"):

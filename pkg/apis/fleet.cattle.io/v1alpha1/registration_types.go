@@ -158,3 +158,49 @@ type ClusterRegistrationRequestStatus struct {
 	// +listMapKey=type
 	Conditions []Condition `json:"conditions,omitempty"`
 }
+
+// +genclient
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Namespaced,categories=fleet
+// +kubebuilder:printcolumn:name="Client-ID",type=string,JSONPath=`.spec.clientID`
+// +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.status.clusterName`
+// +kubebuilder:printcolumn:name="Granted",type=boolean,JSONPath=`.status.granted`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+
+// ClusterRegistration is Fleet's agent's request to register its cluster, made with a
+// registration token's credential. It carries no key: the hub grants it as it grants
+// a ClusterRegistrationRequest, except that it never lets it into a Cluster bound to
+// an agent's key, and answers with a credential Fleet's agent can read.
+type ClusterRegistration struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Spec is what the agent asks for.
+	Spec ClusterRegistrationSpec `json:"spec,omitempty"`
+	// Status is the hub's answer.
+	Status ClusterRegistrationRequestStatus `json:"status,omitempty"`
+}
+
+// ClusterRegistrationSpec is what Fleet's agent sends to register.
+type ClusterRegistrationSpec struct {
+	// ClientID identifies the downstream cluster; by default the UID of its
+	// kube-system namespace.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	ClientID string `json:"clientID"`
+	// ClientRandom is a fresh random string per request; with ClientID it names the
+	// Secret the agent waits for.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	ClientRandom string `json:"clientRandom"`
+	// ClusterLabels become the labels of a Cluster the hub creates for this request,
+	// bounded and filtered as a ClusterRegistrationRequest's are.
+	// +optional
+	// +nullable
+	// +kubebuilder:validation:MaxProperties=64
+	// +kubebuilder:validation:XValidation:rule="self.all(k, size(k) <= 317 && k.matches('^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$'))",message="keys must be label keys: an optional DNS prefix of at most 253 characters and '/', then a name of at most 63 characters"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, size(self[k]) <= 63)",message="values must be label values, of at most 63 characters"
+	ClusterLabels map[string]string `json:"clusterLabels,omitempty"`
+}

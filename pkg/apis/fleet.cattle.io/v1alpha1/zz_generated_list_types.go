@@ -94,6 +94,23 @@ func NewClusterGroup(namespace, name string, obj ClusterGroup) *ClusterGroup {
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 
+// ClusterRegistrationList is a list of ClusterRegistration resources
+type ClusterRegistrationList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata"`
+
+	Items []ClusterRegistration `json:"items"`
+}
+
+func NewClusterRegistration(namespace, name string, obj ClusterRegistration) *ClusterRegistration {
+	obj.APIVersion, obj.Kind = SchemeGroupVersion.WithKind("ClusterRegistration").ToAPIVersionAndKind()
+	obj.Name = name
+	obj.Namespace = namespace
+	return &obj
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
 // ClusterRegistrationRequestList is a list of ClusterRegistrationRequest resources
 type ClusterRegistrationRequestList struct {
 	metav1.TypeMeta `json:",inline"`

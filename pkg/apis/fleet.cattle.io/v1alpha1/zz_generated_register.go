@@ -32,6 +32,7 @@ var (
 	BundleDeploymentResourceName           = "bundledeployments"
 	ClusterResourceName                    = "clusters"
 	ClusterGroupResourceName               = "clustergroups"
+	ClusterRegistrationResourceName        = "clusterregistrations"
 	ClusterRegistrationRequestResourceName = "clusterregistrationrequests"
 	ClusterRegistrationTokenResourceName   = "clusterregistrationtokens"
 	ContentResourceName                    = "contents"
@@ -69,6 +70,8 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&ClusterList{},
 		&ClusterGroup{},
 		&ClusterGroupList{},
+		&ClusterRegistration{},
+		&ClusterRegistrationList{},
 		&ClusterRegistrationRequest{},
 		&ClusterRegistrationRequestList{},
 		&ClusterRegistrationToken{},

@@ -35,6 +35,7 @@ type Interface interface {
 	BundleDeployment() BundleDeploymentController
 	Cluster() ClusterController
 	ClusterGroup() ClusterGroupController
+	ClusterRegistration() ClusterRegistrationController
 	ClusterRegistrationRequest() ClusterRegistrationRequestController
 	ClusterRegistrationToken() ClusterRegistrationTokenController
 	Content() ContentController
@@ -67,6 +68,10 @@ func (v *version) Cluster() ClusterController {
 
 func (v *version) ClusterGroup() ClusterGroupController {
 	return generic.NewController[*v1alpha1.ClusterGroup, *v1alpha1.ClusterGroupList](schema.GroupVersionKind{Group: "fleet.cattle.io", Version: "v1alpha1", Kind: "ClusterGroup"}, "clustergroups", true, v.controllerFactory)
+}
+
+func (v *version) ClusterRegistration() ClusterRegistrationController {
+	return generic.NewController[*v1alpha1.ClusterRegistration, *v1alpha1.ClusterRegistrationList](schema.GroupVersionKind{Group: "fleet.cattle.io", Version: "v1alpha1", Kind: "ClusterRegistration"}, "clusterregistrations", true, v.controllerFactory)
 }
 
 func (v *version) ClusterRegistrationRequest() ClusterRegistrationRequestController {

@@ -32,6 +32,7 @@ type FleetV1alpha1Interface interface {
 	BundleDeploymentsGetter
 	ClustersGetter
 	ClusterGroupsGetter
+	ClusterRegistrationsGetter
 	ClusterRegistrationRequestsGetter
 	ClusterRegistrationTokensGetter
 	ContentsGetter
@@ -59,6 +60,10 @@ func (c *FleetV1alpha1Client) Clusters(namespace string) ClusterInterface {
 
 func (c *FleetV1alpha1Client) ClusterGroups(namespace string) ClusterGroupInterface {
 	return newClusterGroups(c, namespace)
+}
+
+func (c *FleetV1alpha1Client) ClusterRegistrations(namespace string) ClusterRegistrationInterface {
+	return newClusterRegistrations(c, namespace)
 }
 
 func (c *FleetV1alpha1Client) ClusterRegistrationRequests(namespace string) ClusterRegistrationRequestInterface {

@@ -26,6 +26,8 @@ type ClusterExpansion interface{}
 
 type ClusterGroupExpansion interface{}
 
+type ClusterRegistrationExpansion interface{}
+
 type ClusterRegistrationRequestExpansion interface{}
 
 type ClusterRegistrationTokenExpansion interface{}

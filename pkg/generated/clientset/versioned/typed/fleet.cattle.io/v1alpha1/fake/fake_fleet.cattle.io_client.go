@@ -44,6 +44,10 @@ func (c *FakeFleetV1alpha1) ClusterGroups(namespace string) v1alpha1.ClusterGrou
 	return newFakeClusterGroups(c, namespace)
 }
 
+func (c *FakeFleetV1alpha1) ClusterRegistrations(namespace string) v1alpha1.ClusterRegistrationInterface {
+	return newFakeClusterRegistrations(c, namespace)
+}
+
 func (c *FakeFleetV1alpha1) ClusterRegistrationRequests(namespace string) v1alpha1.ClusterRegistrationRequestInterface {
 	return newFakeClusterRegistrationRequests(c, namespace)
 }

@@ -1,0 +1,229 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/flotilla/flotilla/integrationtests/framework"
+	fleet "github.com/flotilla/flotilla/pkg/apis/fleet.cattle.io/v1alpha1"
+	"github.com/flotilla/flotilla/pkg/names"
+)
+
+const (
+	workspace = "clusters"
+	timeout   = 3 * time.Minute
+)
+
+// fleetBinary is the path of Fleet's program name in $FLEET_BIN; the test is
+// skipped without it.
+func fleetBinary(t *testing.T, name string) string {
+	t.Helper()
+	dir := os.Getenv("FLEET_BIN")
+	if dir == "" {
+		t.Skip("FLEET_BIN is not set: it names a directory with Fleet's binaries built from rancher/fleet (see docs/migrate-from-fleet.md)")
+	}
+	path := filepath.Join(dir, name)
+	if _, err := os.Stat(path); err != nil {
+		t.Skipf("no %s in FLEET_BIN: %v", name, err)
+	}
+	return path
+}
+
+// fleetChart is the path of Fleet's chart name in the rancher/fleet checkout at
+// $FLEET_SRC; the test is skipped without it.
+func fleetChart(t *testing.T, name string) string {
+	t.Helper()
+	src := os.Getenv("FLEET_SRC")
+	if src == "" {
+		t.Skip("FLEET_SRC is not set: it names a checkout of rancher/fleet, whose charts the test installs")
+	}
+	path := filepath.Join(src, "charts", name)
+	if _, err := os.Stat(filepath.Join(path, "Chart.yaml")); err != nil {
+		t.Skipf("no chart %s in FLEET_SRC: %v", name, err)
+	}
+	return path
+}
+
+// startFleetAgent runs Fleet's agent against ds as its chart's Deployment runs it
+// (there is no kubelet to run the Pod): with the Deployment's arguments and its
+// environment, a namespace from the Pod's field reference and the other values as
+// they are.
+func startFleetAgent(t *testing.T, bin string, ds *framework.Cluster) *framework.Process {
+	t.Helper()
+	d, err := ds.Client().AppsV1().Deployments(names.SystemNamespace).Get(context.Background(), "fleet-agent", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"KUBECONFIG=" + ds.Kubeconfig,
+		// Its status report, every 15 minutes by default, is its check-in.
+		"CHECKIN_INTERVAL=20s",
+		// Ports it would have to itself in a Pod.
+		"FLEET_AGENT_PPROF_DISABLED=true", "FLEET_AGENT_METRICS_BIND_ADDRESS=0", "FLEET_AGENT_PROBE_BIND_ADDRESS=0",
+	}
+	var args []string
+	for _, c := range d.Spec.Template.Spec.Containers {
+		if c.Name != "fleet-agent" {
+			continue
+		}
+		args = c.Args
+		for _, e := range c.Env {
+			switch {
+			case e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.namespace":
+				env = append(env, e.Name+"="+names.SystemNamespace)
+			case e.ValueFrom == nil:
+				env = append(env, e.Name+"="+e.Value)
+			}
+		}
+	}
+	p := framework.StartProgram(t, "Fleet's agent of "+ds.Name, bin, env, args...)
+	framework.StandInForAgentPod(t, ds, names.SystemNamespace, p.Exited())
+	return p
+}
+
+const configBundle = `apiVersion: fleet.cattle.io/v1alpha1
+kind: Bundle
+metadata:
+  name: for-fleet-agents
+  namespace: clusters
+spec:
+  defaultNamespace: fleet-agent-app
+  resources:
+  - name: configmap.yaml
+    content: |
+      apiVersion: v1
+      kind: ConfigMap
+      metadata:
+        name: deployed-by-fleets-agent
+      data:
+        greeting: hello
+  targets:
+  - clusterSelector:
+      matchLabels:
+        agent: fleet
+`
+
+func TestFleetsAgentRegistersAndDeploys(t *testing.T) {
+	agentBin := fleetBinary(t, "fleetagent")
+	chart := fleetChart(t, "fleet-agent")
+	t.Parallel()
+	hub := framework.StartHub(t)
+	ds := framework.StartControlPlane(t, "fleet-agent-ds")
+	values := hub.CreateToken(workspace, "for-fleet", "1h")
+
+	// Fleet's chart, installed as Fleet's documentation says, with a Flotilla token's
+	// values.yaml.
+	if out, err := ds.Helm("-n", names.SystemNamespace, "install", "--create-namespace", "--values", values,
+		"--set-string", "labels.agent=fleet", "fleet-agent", chart); err != nil {
+		t.Fatalf("helm install of Fleet's fleet-agent chart: %v\n%s", err, out)
+	}
+	agent := startFleetAgent(t, agentBin, ds)
+
+	// Fleet's agent writes its identity into the fleet-agent Secret, as Fleet's hub
+	// would have it.
+	var clusterName string
+	framework.Eventually(t, "Fleet's agent to register", timeout, func(ctx context.Context) error {
+		secret, err := ds.Client().CoreV1().Secrets(names.SystemNamespace).Get(ctx, "fleet-agent", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if len(secret.Data["kubeconfig"]) == 0 || len(secret.Data["clusterName"]) == 0 {
+			return fmt.Errorf("fleet-agent Secret lacks kubeconfig or clusterName: %v", keys(secret.Data))
+		}
+		clusterName = string(secret.Data["clusterName"])
+		return nil
+	})
+	kubeSystem, err := ds.Client().CoreV1().Namespaces().Get(context.Background(), "kube-system", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := names.ClusterForClientID(string(kubeSystem.UID)); clusterName != want {
+		t.Errorf("registered as %s, want %s", clusterName, want)
+	}
+	if _, err := ds.Client().CoreV1().Secrets(names.SystemNamespace).Get(context.Background(), "fleet-agent-bootstrap", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the bootstrap Secret is still there (err=%v)", err)
+	}
+
+	// The hub kept what Fleet's agent cannot prove: no key is recorded, and the
+	// request is answered and listed as Fleet's kind.
+	cluster, err := hub.Fleet().FleetV1alpha1().Clusters(workspace).Get(context.Background(), clusterName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cluster.Labels["agent"] != "fleet" {
+		t.Errorf("Cluster labels %v, want agent=fleet", cluster.Labels)
+	}
+	if key := cluster.Annotations[names.AgentKeyAnnotation]; key != "" {
+		t.Errorf("the Cluster records a key %q that Fleet's agent never proved", key)
+	}
+	out := hub.MustKubectl("", "-n", workspace, "get", "clusterregistrations")
+	if !strings.Contains(out, clusterName) || !strings.Contains(out, "true") {
+		t.Errorf("kubectl get clusterregistrations does not show the granted registration:\n%s", out)
+	}
+
+	// Its status report is its check-in.
+	framework.Eventually(t, "Fleet's agent to check in", timeout, func(ctx context.Context) error {
+		c, err := hub.Fleet().FleetV1alpha1().Clusters(workspace).Get(ctx, clusterName, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if c.Status.Agent.LastSeen.IsZero() || c.Status.Agent.Namespace != names.SystemNamespace {
+			return fmt.Errorf("agent status %+v", c.Status.Agent)
+		}
+		return nil
+	})
+
+	// A Bundle is deployed by Fleet's agent, and its status reported.
+	hub.MustKubectl(configBundle, "apply", "-f", "-")
+	framework.Eventually(t, "Fleet's agent to deploy the Bundle", timeout, func(ctx context.Context) error {
+		cm, err := ds.Client().CoreV1().ConfigMaps("fleet-agent-app").Get(ctx, "deployed-by-fleets-agent", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if cm.Data["greeting"] != "hello" {
+			return fmt.Errorf("ConfigMap data %v", cm.Data)
+		}
+		return nil
+	})
+	framework.Eventually(t, "the Bundle's BundleDeployment to be Ready", timeout, func(ctx context.Context) error {
+		bds, err := hub.Fleet().FleetV1alpha1().BundleDeployments(names.ClusterNamespace(workspace, clusterName)).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		for _, bd := range bds.Items {
+			if bd.Labels[names.BundleNamespaceLabel] == workspace && strings.HasPrefix(bd.Name, "for-fleet-agents") {
+				if bd.Status.AppliedDeploymentID == bd.Spec.DeploymentID && ready(bd.Status.Conditions) {
+					return nil
+				}
+				return fmt.Errorf("BundleDeployment %s: applied %q of %q, conditions %+v", bd.Name, bd.Status.AppliedDeploymentID, bd.Spec.DeploymentID, bd.Status.Conditions)
+			}
+		}
+		return fmt.Errorf("no BundleDeployment of the Bundle among %d", len(bds.Items))
+	})
+	_ = agent
+}
+
+func ready(conds []fleet.Condition) bool {
+	for _, c := range conds {
+		if c.Type == fleet.ConditionReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func keys(data map[string][]byte) []string {
+	var out []string
+	for k := range data {
+		out = append(out, k)
+	}
+	return out
+}
