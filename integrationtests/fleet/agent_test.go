@@ -3,8 +3,10 @@ package fleet
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +17,7 @@ import (
 
 	"github.com/flotilla/flotilla/integrationtests/framework"
 	fleet "github.com/flotilla/flotilla/pkg/apis/fleet.cattle.io/v1alpha1"
+	"github.com/flotilla/flotilla/pkg/conditions"
 	"github.com/flotilla/flotilla/pkg/names"
 )
 
@@ -136,7 +139,7 @@ func TestFleetsAgentRegistersAndDeploys(t *testing.T) {
 			return err
 		}
 		if len(secret.Data["kubeconfig"]) == 0 || len(secret.Data["clusterName"]) == 0 {
-			return fmt.Errorf("fleet-agent Secret lacks kubeconfig or clusterName: %v", keys(secret.Data))
+			return fmt.Errorf("fleet-agent Secret lacks kubeconfig or clusterName: %v", slices.Sorted(maps.Keys(secret.Data)))
 		}
 		clusterName = string(secret.Data["clusterName"])
 		return nil
@@ -200,7 +203,7 @@ func TestFleetsAgentRegistersAndDeploys(t *testing.T) {
 		}
 		for _, bd := range bds.Items {
 			if bd.Labels[names.BundleNamespaceLabel] == workspace && strings.HasPrefix(bd.Name, "for-fleet-agents") {
-				if bd.Status.AppliedDeploymentID == bd.Spec.DeploymentID && ready(bd.Status.Conditions) {
+				if bd.Status.AppliedDeploymentID == bd.Spec.DeploymentID && isReady(conditions.Get(bd.Status.Conditions, fleet.ConditionReady)) {
 					return nil
 				}
 				return fmt.Errorf("BundleDeployment %s: applied %q of %q, conditions %+v", bd.Name, bd.Status.AppliedDeploymentID, bd.Spec.DeploymentID, bd.Status.Conditions)
@@ -208,22 +211,12 @@ func TestFleetsAgentRegistersAndDeploys(t *testing.T) {
 		}
 		return fmt.Errorf("no BundleDeployment of the Bundle among %d", len(bds.Items))
 	})
-	_ = agent
+	// It is still running: nothing the hub answered made it give up.
+	select {
+	case <-agent.Exited():
+		t.Fatalf("Fleet's agent exited:\n%s", agent.Log())
+	default:
+	}
 }
 
-func ready(conds []fleet.Condition) bool {
-	for _, c := range conds {
-		if c.Type == fleet.ConditionReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
-func keys(data map[string][]byte) []string {
-	var out []string
-	for k := range data {
-		out = append(out, k)
-	}
-	return out
-}
+func isReady(c *fleet.Condition) bool { return c != nil && c.Status == corev1.ConditionTrue }

@@ -46,6 +46,7 @@ var fleetCRDs = []string{
 	"bundles.fleet.cattle.io",
 	"clustergroups.fleet.cattle.io",
 	"clusterregistrationrequests.fleet.cattle.io",
+	"clusterregistrations.fleet.cattle.io",
 	"clusterregistrationtokens.fleet.cattle.io",
 	"clusters.fleet.cattle.io",
 	"contents.fleet.cattle.io",
