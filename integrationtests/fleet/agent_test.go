@@ -19,6 +19,7 @@ import (
 	fleet "github.com/flotilla/flotilla/pkg/apis/fleet.cattle.io/v1alpha1"
 	"github.com/flotilla/flotilla/pkg/conditions"
 	"github.com/flotilla/flotilla/pkg/names"
+	"github.com/flotilla/flotilla/pkg/registration"
 )
 
 const (
@@ -215,6 +216,110 @@ func TestFleetsAgentRegistersAndDeploys(t *testing.T) {
 	select {
 	case <-agent.Exited():
 		t.Fatalf("Fleet's agent exited:\n%s", agent.Log())
+	default:
+	}
+
+	// The agent bundle reaches Fleet's agent too, which deploys it as it would Fleet's
+	// own: a helm upgrade of its fleet-agent release to Flotilla's chart. One release,
+	// its second revision.
+	framework.Eventually(t, "Fleet's agent to deploy the agent bundle over its own release", timeout, func(ctx context.Context) error {
+		d, err := ds.Client().AppsV1().Deployments(names.SystemNamespace).Get(ctx, "fleet-agent", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		for _, c := range d.Spec.Template.Spec.Containers {
+			if strings.HasPrefix(c.Image, "flotilla/agent:") {
+				return nil
+			}
+		}
+		return fmt.Errorf("the fleet-agent Deployment still runs %v", d.Spec.Template.Spec.Containers)
+	})
+	history := ds.MustHelm("-n", names.SystemNamespace, "history", "fleet-agent", "-o", "json")
+	if !strings.Contains(history, `"revision":2`) || !strings.Contains(history, `"chart":"fleet-agent-0.1.0"`) || strings.Contains(history, `"revision":3`) {
+		t.Errorf("helm history of fleet-agent: %s", history)
+	}
+
+	// The Deployment's Pod would now run Flotilla's agent in place of Fleet's.
+	if err := agent.Stop(); err != nil {
+		t.Logf("stopping Fleet's agent: %v", err)
+	}
+	flotillaAgent := framework.StartAgent(t, ds)
+
+	// It carries on as the same Cluster and binds its key to it.
+	framework.Eventually(t, "Flotilla's agent to bind its key to the Cluster", timeout, func(ctx context.Context) error {
+		c, err := hub.Fleet().FleetV1alpha1().Clusters(workspace).Get(ctx, clusterName, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if c.Annotations[names.AgentKeyAnnotation] == "" {
+			return fmt.Errorf("no key recorded on Cluster %s", clusterName)
+		}
+		return nil
+	})
+	key, err := registration.Downstream{Client: ds.Client(), Namespace: names.SystemNamespace}.Key(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cluster, err = hub.Fleet().FleetV1alpha1().Clusters(workspace).Get(context.Background(), clusterName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := cluster.Annotations[names.AgentKeyAnnotation], registration.Fingerprint(key.PublicKey()); got != want {
+		t.Errorf("the Cluster records key %s, the agent holds %s", got, want)
+	}
+	clusters, err := hub.Fleet().FleetV1alpha1().Clusters(workspace).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(clusters.Items) != 1 {
+		t.Errorf("%d Clusters in %s, want the one Fleet's agent registered", len(clusters.Items), workspace)
+	}
+	identity := framework.Identity(t, ds)
+	if identity.ClusterName != clusterName || identity.RecoveryToken == "" || identity.KeyUnbound {
+		t.Errorf("stored identity: cluster %s, recovery token %t, key unbound %t", identity.ClusterName, identity.RecoveryToken != "", identity.KeyUnbound)
+	}
+	secret, err := ds.Client().CoreV1().Secrets(names.SystemNamespace).Get(context.Background(), "fleet-agent", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := secret.Data["kubeconfig"]; ok {
+		t.Errorf("the fleet-agent Secret still holds Fleet's agent's kubeconfig, whose token the hub revoked")
+	}
+	if !strings.Contains(hub.MustKubectl("", "-n", workspace, "get", "events", "--field-selector", "involvedObject.name="+clusterName), "KeyBound") {
+		t.Errorf("no KeyBound event on Cluster %s", clusterName)
+	}
+
+	// Flotilla's agent reports the Cluster Ready and takes over the release Fleet's
+	// agent made for the Bundle: a change of the Bundle upgrades it, with no second
+	// release.
+	framework.Eventually(t, "the Cluster to be Ready with Flotilla's agent", timeout, func(ctx context.Context) error {
+		c, err := hub.Fleet().FleetV1alpha1().Clusters(workspace).Get(ctx, clusterName, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if !isReady(conditions.Get(c.Status.Conditions, fleet.ConditionReady)) {
+			return fmt.Errorf("conditions %+v", c.Status.Conditions)
+		}
+		return nil
+	})
+	hub.MustKubectl(strings.Replace(configBundle, "greeting: hello", "greeting: hello-from-flotilla", 1), "apply", "-f", "-")
+	framework.Eventually(t, "Flotilla's agent to upgrade the Bundle's release", timeout, func(ctx context.Context) error {
+		cm, err := ds.Client().CoreV1().ConfigMaps("fleet-agent-app").Get(ctx, "deployed-by-fleets-agent", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if cm.Data["greeting"] != "hello-from-flotilla" {
+			return fmt.Errorf("ConfigMap data %v", cm.Data)
+		}
+		return nil
+	})
+	releases := ds.MustHelm("list", "-A", "-q")
+	if n := len(strings.Fields(releases)); n != 2 {
+		t.Errorf("helm list -A shows %d releases, want fleet-agent and the Bundle's:\n%s", n, releases)
+	}
+	select {
+	case <-flotillaAgent.Exited():
+		t.Fatalf("Flotilla's agent exited:\n%s", flotillaAgent.Log())
 	default:
 	}
 }

@@ -303,6 +303,16 @@ func (c *Cluster) Helm(args ...string) (string, error) {
 	return run("", filepath.Join(BinDir(c.t), "helm"), append([]string{"--kubeconfig", c.Kubeconfig}, args...)...)
 }
 
+// MustHelm is Helm that fails the test on error.
+func (c *Cluster) MustHelm(args ...string) string {
+	c.t.Helper()
+	out, err := c.Helm(args...)
+	if err != nil {
+		c.t.Fatalf("helm %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
 func run(stdin, name string, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -184,11 +184,33 @@ func tryIdentity(ctx context.Context, d registration.Downstream, log logrus.Fiel
 	if cred == nil {
 		return nil, errNoIdentity(d.Namespace)
 	}
+	if cred.KeyUnbound {
+		return claimFleetIdentity(ctx, d, *cred, log)
+	}
 	if cred.Expired(time.Now()) {
 		// Expired while the agent was stopped or offline: its key may bring it back.
 		return registration.Recover(ctx, d, *cred, log)
 	}
 	return cred, nil
+}
+
+// claimFleetIdentity carries on as the Cluster Fleet's agent registered, which this
+// agent replaced (the agent bundle upgrades Fleet's fleet-agent release in place):
+// it binds its key to the Cluster and keeps the identity the hub gives it for that.
+// Where the hub will not, it works with Fleet's agent's credential, as Fleet's agent
+// did, and tries again with the next session.
+func claimFleetIdentity(ctx context.Context, d registration.Downstream, cred registration.Credential, log logrus.FieldLogger) (*registration.Credential, error) {
+	log.WithField("cluster", cred.ClusterNamespace+"/"+cred.ClusterName).Info("Found the identity of Fleet's agent; binding this agent's key to its Cluster")
+	claimed, err := registration.Claim(ctx, d, cred, log)
+	var noClaim *registration.ErrNoClaim
+	if errors.As(err, &noClaim) {
+		log.Warn(noClaim.Why)
+		if cred.Expired(time.Now()) {
+			return nil, &registration.ErrNoRecovery{Why: cred.ExpiredAdvice()}
+		}
+		return &cred, nil
+	}
+	return claimed, err
 }
 
 type identityError string

@@ -137,6 +137,14 @@ func (d Downstream) Identity(ctx context.Context) (*Credential, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading Secret %s/%s: %w", d.Namespace, names.AgentIdentitySecret, err)
 	}
+	if isFleetIdentity(secret.Data) {
+		// Left by Fleet's agent, which this agent replaced.
+		cred, err := credentialFromFleetIdentity(secret.Data)
+		if err != nil {
+			return nil, fmt.Errorf("Secret %s/%s: %w", d.Namespace, names.AgentIdentitySecret, err)
+		}
+		return &cred, nil
+	}
 	if len(secret.Data[credToken]) == 0 {
 		// Only the agent's key, kept from a registration that has not finished.
 		return nil, nil
@@ -215,8 +223,10 @@ func (d Downstream) StoreIdentity(ctx context.Context, cred Credential) error {
 	switch {
 	case apierrors.IsNotFound(err):
 		_, err = secrets.Create(ctx, desired, metav1.CreateOptions{})
-	case err == nil && existing.Type != desired.Type:
-		// A Secret's type cannot change: replace one left by something else.
+	case err == nil && existing.Type != desired.Type && len(existing.Data[agentKeyField]) == 0:
+		// A Secret's type cannot change: replace one left by something else. One that
+		// holds the agent's key (Fleet's agent's, once this agent put its key there) is
+		// updated in place, so that the key is never out of the cluster.
 		if err = secrets.Delete(ctx, existing.Name, metav1.DeleteOptions{}); err == nil {
 			_, err = secrets.Create(ctx, desired, metav1.CreateOptions{})
 		}

@@ -43,6 +43,10 @@ type Credential struct {
 	// RecoveryLifetime is how long a recovery token the agent asks for should last;
 	// zero when the hub hands out none.
 	RecoveryLifetime time.Duration
+	// KeyUnbound says the agent's key is not bound to the Cluster yet: the credential
+	// is the one Fleet's agent had (or a renewal of it), and the agent asks the hub to
+	// bind its key (Claim) each time it starts.
+	KeyUnbound bool
 }
 
 // Keys of a credential Secret.
@@ -60,6 +64,7 @@ const (
 	credRecoveryToken       = "recoveryToken"
 	credRecoveryExpires     = "recoveryExpires"
 	credRecoveryLifetime    = "recoveryLifetime"
+	credKeyUnbound          = "keyUnbound"
 )
 
 // SecretData encodes c for a Secret.
@@ -83,6 +88,9 @@ func (c Credential) SecretData() map[string][]byte {
 	if c.RecoveryLifetime > 0 {
 		data[credRecoveryLifetime] = []byte(c.RecoveryLifetime.String())
 	}
+	if c.KeyUnbound {
+		data[credKeyUnbound] = []byte("true")
+	}
 	if c.RecoveryToken != "" {
 		data[credRecoveryToken] = []byte(c.RecoveryToken)
 		data[credRecoveryExpires] = []byte(c.RecoveryExpires.UTC().Format(time.RFC3339))
@@ -101,6 +109,7 @@ func CredentialFromSecretData(data map[string][]byte) (Credential, error) {
 		DeploymentNamespace: string(data[credDeploymentNamespace]),
 		ClientID:            string(data[credClientID]),
 		RecoveryToken:       string(data[credRecoveryToken]),
+		KeyUnbound:          string(data[credKeyUnbound]) == "true",
 	}
 	var missing []string
 	for key, value := range map[string]string{

@@ -42,6 +42,23 @@ func Recover(ctx context.Context, d Downstream, cred Credential, log logrus.Fiel
 	if !found {
 		return nil, &ErrNoRecovery{Why: "the agent's key is gone from Secret " + d.Namespace + "/" + names.AgentIdentitySecret + ", so it cannot prove it is this cluster; " + cred.ExpiredAdvice()}
 	}
+	renewed, err := proveKey(ctx, d, cred, key, log, "The cluster's identity expired; asked the hub for a new one, proving the agent's key")
+	if denied(err) {
+		return nil, noRecovery(cred, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	log.WithField("expires", renewed.Expires.UTC().Format(time.RFC3339)).Info("Recovered the cluster's identity")
+	return renewed, nil
+}
+
+// proveKey asks the hub, with cred's recovery token, for a new identity of cred's
+// Cluster in a request signed by key, and stores what it is given downstream. The
+// recovery token stays the one cred has; the next renewal refreshes it. It returns
+// a *deniedError when the hub refuses the request's creation and a *RefusedError when
+// it refuses the request.
+func proveKey(ctx context.Context, d Downstream, cred Credential, key AgentKey, log logrus.FieldLogger, asked string) (*Credential, error) {
 	hub, err := newExchange(cred.APIServerURL, string(cred.APIServerCA), cred.RecoveryToken, cred.DeploymentNamespace)
 	if err != nil {
 		return nil, err
@@ -52,30 +69,106 @@ func Recover(ctx context.Context, d Downstream, cred Credential, log logrus.Fiel
 	}
 	created, err := hub.fleet.FleetV1alpha1().ClusterRegistrationRequests(cred.DeploymentNamespace).Create(ctx, request, metav1.CreateOptions{})
 	if apierrors.IsUnauthorized(err) || apierrors.IsForbidden(err) {
-		return nil, noRecovery(cred, err)
+		return nil, &deniedError{err: err}
 	}
 	if err != nil {
 		return nil, Explain("asking the hub for a new identity with the recovery credential", cred.APIServerURL, err)
 	}
-	log.WithField("request", cred.DeploymentNamespace+"/"+created.Name).Info("The cluster's identity expired; asked the hub for a new one, proving the agent's key")
+	log.WithField("request", cred.DeploymentNamespace+"/"+created.Name).Info(asked)
 
 	renewed, err := hub.answer(ctx, request, opener)
-	var refused *RefusedError
-	if errors.As(err, &refused) {
-		return nil, noRecovery(cred, refused)
-	}
 	if err != nil {
 		return nil, err
 	}
 	renewed.ClientID = cred.ClientID
-	// The recovery token is the one it had; the next renewal refreshes it.
 	renewed.RecoveryToken, renewed.RecoveryExpires = cred.RecoveryToken, cred.RecoveryExpires
 	if err := d.StoreIdentity(ctx, renewed); err != nil {
 		return nil, err
 	}
 	hub.pickedUp(ctx, request, log)
-	log.WithField("expires", renewed.Expires.UTC().Format(time.RFC3339)).Info("Recovered the cluster's identity")
 	return &renewed, nil
+}
+
+// deniedError is the hub's API refusing the recovery credential.
+type deniedError struct{ err error }
+
+func (e *deniedError) Error() string { return e.err.Error() }
+
+// denied says whether err is the hub refusing a request or its creation.
+func denied(err error) bool {
+	var (
+		d       *deniedError
+		refused *RefusedError
+	)
+	return errors.As(err, &d) || errors.As(err, &refused)
+}
+
+// ErrNoClaim says the hub will not let the agent bind its key to the Cluster Fleet's
+// agent registered: the agent carries on with Fleet's agent's credential.
+type ErrNoClaim struct{ Why string }
+
+func (e *ErrNoClaim) Error() string { return e.Why }
+
+// claimRecoverySeconds is the lifetime of the recovery token a claim asks for: the
+// least a TokenRequest gives, as it is used at once.
+const claimRecoverySeconds = 600
+
+// Claim binds the agent's key to the Cluster that Fleet's agent registered, whose
+// identity cred is (read from Fleet's agent's Secret): with that identity it mints a
+// recovery token, as every agent does when it renews, and with it asks for a new
+// identity in a request signed by the agent's key, which the hub records on the
+// Cluster, as it has none. The new identity, in Flotilla's form with a recovery token
+// of the hub's lifetime, replaces Fleet's agent's in the fleet-agent Secret; the hub
+// revokes Fleet's agent's token. An *ErrNoClaim says the hub will not (recovery off,
+// or the Cluster bound to another key); other errors are worth a retry.
+func Claim(ctx context.Context, d Downstream, cred Credential, log logrus.FieldLogger) (*Credential, error) {
+	if cred.ClientID == "" {
+		settings, err := d.Settings(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if cred.ClientID, err = d.ClientID(ctx, settings); err != nil {
+			return nil, err
+		}
+	}
+	key, err := d.Key(ctx)
+	if err != nil {
+		return nil, err
+	}
+	identity, err := newExchange(cred.APIServerURL, string(cred.APIServerCA), cred.Token, cred.DeploymentNamespace)
+	if err != nil {
+		return nil, err
+	}
+	cred.RecoveryLifetime = claimRecoverySeconds * time.Second
+	withRecovery, _, err := refreshRecovery(ctx, identity.kube, cred)
+	if apierrors.IsForbidden(err) || apierrors.IsInvalid(err) {
+		return nil, &ErrNoClaim{Why: fmt.Sprintf("the hub does not let this agent bind its key to Cluster %s/%s (%v): it carries on with the credential Fleet's agent had", cred.ClusterNamespace, cred.ClusterName, err)}
+	}
+	if err != nil {
+		return nil, err
+	}
+	claimed, err := proveKey(ctx, d, withRecovery, key, log, "Binding the agent's key to the Cluster Fleet's agent registered")
+	if denied(err) {
+		return nil, &ErrNoClaim{Why: fmt.Sprintf("the hub refused to bind this agent's key to Cluster %s/%s (%v): it carries on with the credential Fleet's agent had", cred.ClusterNamespace, cred.ClusterName, err)}
+	}
+	if err != nil {
+		return nil, err
+	}
+	// A recovery token of the hub's lifetime, so that the agent can come back by itself
+	// from the start; failing that, the first renewal gets one.
+	if current, err := newExchange(claimed.APIServerURL, string(claimed.APIServerCA), claimed.Token, claimed.DeploymentNamespace); err == nil {
+		if refreshed, changed, err := refreshRecovery(ctx, current.kube, *claimed); err != nil {
+			log.WithError(err).Warn("Could not get a recovery credential; the first renewal will")
+		} else if changed {
+			if err := d.StoreIdentity(ctx, refreshed); err != nil {
+				log.WithError(err).Warn("Could not store the recovery credential; the first renewal will")
+			} else {
+				claimed = &refreshed
+			}
+		}
+	}
+	log.WithField("expires", claimed.Expires.UTC().Format(time.RFC3339)).Info("The agent's key is bound to the Cluster; Fleet's agent's credential is replaced")
+	return claimed, nil
 }
 
 // noRecovery is the one line an agent logs when the hub will not give its expired

@@ -369,6 +369,7 @@ func (h *handler) recover(ctx context.Context, req *fleet.ClusterRegistrationReq
 	if err := judgeKey(cluster, req, false); err != nil {
 		return "", err
 	}
+	bound := recordOf(cluster).Fingerprint == ""
 	cluster, err = h.recordKey(cluster, req, true)
 	if err != nil {
 		return "", err
@@ -376,8 +377,14 @@ func (h *handler) recover(ctx context.Context, req *fleet.ClusterRegistrationReq
 	if err := h.issue(ctx, h.signed, req, cluster, true); err != nil {
 		return "", err
 	}
-	h.events.Eventf(cluster, corev1.EventTypeNormal, "Recovered",
-		"The agent proved its key and got a new identity (ClusterRegistrationRequest %s/%s); the credentials it had before were revoked", req.Namespace, req.Name)
+	if bound {
+		h.events.Eventf(cluster, corev1.EventTypeNormal, "KeyBound",
+			"The agent bound its key to the Cluster, which had none (registered by Fleet's agent, or before agent keys), and got a new identity (ClusterRegistrationRequest %s/%s); the credentials it had before were revoked",
+			req.Namespace, req.Name)
+	} else {
+		h.events.Eventf(cluster, corev1.EventTypeNormal, "Recovered",
+			"The agent proved its key and got a new identity (ClusterRegistrationRequest %s/%s); the credentials it had before were revoked", req.Namespace, req.Name)
+	}
 	return cluster.Name, nil
 }
 
