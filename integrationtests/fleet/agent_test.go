@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -26,36 +26,6 @@ const (
 	workspace = "clusters"
 	timeout   = 3 * time.Minute
 )
-
-// fleetBinary is the path of Fleet's program name in $FLEET_BIN; the test is
-// skipped without it.
-func fleetBinary(t *testing.T, name string) string {
-	t.Helper()
-	dir := os.Getenv("FLEET_BIN")
-	if dir == "" {
-		t.Skip("FLEET_BIN is not set: it names a directory with Fleet's binaries built from rancher/fleet (see docs/migrate-from-fleet.md)")
-	}
-	path := filepath.Join(dir, name)
-	if _, err := os.Stat(path); err != nil {
-		t.Skipf("no %s in FLEET_BIN: %v", name, err)
-	}
-	return path
-}
-
-// fleetChart is the path of Fleet's chart name in the rancher/fleet checkout at
-// $FLEET_SRC; the test is skipped without it.
-func fleetChart(t *testing.T, name string) string {
-	t.Helper()
-	src := os.Getenv("FLEET_SRC")
-	if src == "" {
-		t.Skip("FLEET_SRC is not set: it names a checkout of rancher/fleet, whose charts the test installs")
-	}
-	path := filepath.Join(src, "charts", name)
-	if _, err := os.Stat(filepath.Join(path, "Chart.yaml")); err != nil {
-		t.Skipf("no chart %s in FLEET_SRC: %v", name, err)
-	}
-	return path
-}
 
 // startFleetAgent runs Fleet's agent against ds as its chart's Deployment runs it
 // (there is no kubelet to run the Pod): with the Deployment's arguments and its
@@ -116,11 +86,13 @@ spec:
 `
 
 func TestFleetsAgentRegistersAndDeploys(t *testing.T) {
-	agentBin := fleetBinary(t, "fleetagent")
-	chart := fleetChart(t, "fleet-agent")
+	agentBin := framework.FleetBinary(t, "fleetagent")
+	chart := framework.FleetChart(t, "fleet-agent")
+	fleetCLI := framework.FleetBinary(t, "fleet")
 	t.Parallel()
 	hub := framework.StartHub(t)
-	ds := framework.StartControlPlane(t, "fleet-agent-ds")
+	// Its Deployments report themselves rolled out, so that Bundles of them turn Ready.
+	ds := framework.StartControlPlane(t, "fleet-agent-ds", "--simulate-workloads")
 	values := hub.CreateToken(workspace, "for-fleet", "1h")
 
 	// Fleet's chart, installed as Fleet's documentation says, with a Flotilla token's
@@ -197,21 +169,20 @@ func TestFleetsAgentRegistersAndDeploys(t *testing.T) {
 		}
 		return nil
 	})
-	framework.Eventually(t, "the Bundle's BundleDeployment to be Ready", timeout, func(ctx context.Context) error {
-		bds, err := hub.Fleet().FleetV1alpha1().BundleDeployments(names.ClusterNamespace(workspace, clusterName)).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return err
-		}
-		for _, bd := range bds.Items {
-			if bd.Labels[names.BundleNamespaceLabel] == workspace && strings.HasPrefix(bd.Name, "for-fleet-agents") {
-				if bd.Status.AppliedDeploymentID == bd.Spec.DeploymentID && isReady(conditions.Get(bd.Status.Conditions, fleet.ConditionReady)) {
-					return nil
-				}
-				return fmt.Errorf("BundleDeployment %s: applied %q of %q, conditions %+v", bd.Name, bd.Status.AppliedDeploymentID, bd.Spec.DeploymentID, bd.Status.Conditions)
-			}
-		}
-		return fmt.Errorf("no BundleDeployment of the Bundle among %d", len(bds.Items))
-	})
+	waitBundleDeploymentReady(t, hub, clusterName, "for-fleet-agents")
+
+	// And a fleet-examples folder applied with Fleet's CLI, to the cluster group of
+	// all clusters, as tests/test.sh applies it.
+	hub.MustKubectl("apiVersion: fleet.cattle.io/v1alpha1\nkind: ClusterGroup\nmetadata: {name: default, namespace: "+workspace+"}\nspec: {selector: {}}\n", "apply", "-f", "-")
+	apply := exec.Command(fleetCLI, "apply", "-n", workspace, "--kubeconfig", hub.Kubeconfig, "manifests", ".")
+	apply.Dir = filepath.Join(framework.RepoRoot(t), "integrationtests/conformance/testdata/fleet-examples/single-cluster/manifests")
+	if out, err := apply.CombinedOutput(); err != nil {
+		t.Fatalf("fleet apply: %v\n%s", err, out)
+	}
+	waitBundleDeploymentReady(t, hub, clusterName, "manifests")
+	if _, err := ds.Client().AppsV1().Deployments("fleet-manifest-example").Get(context.Background(), "frontend", metav1.GetOptions{}); err != nil {
+		t.Errorf("the guestbook of fleet-examples' single-cluster/manifests: %v", err)
+	}
 	// It is still running: nothing the hub answered made it give up.
 	select {
 	case <-agent.Exited():
@@ -314,14 +285,35 @@ func TestFleetsAgentRegistersAndDeploys(t *testing.T) {
 		return nil
 	})
 	releases := ds.MustHelm("list", "-A", "-q")
-	if n := len(strings.Fields(releases)); n != 2 {
-		t.Errorf("helm list -A shows %d releases, want fleet-agent and the Bundle's:\n%s", n, releases)
+	if n := len(strings.Fields(releases)); n != 3 {
+		t.Errorf("helm list -A shows %d releases, want fleet-agent and the two Bundles':\n%s", n, releases)
 	}
 	select {
 	case <-flotillaAgent.Exited():
 		t.Fatalf("Flotilla's agent exited:\n%s", flotillaAgent.Log())
 	default:
 	}
+}
+
+// waitBundleDeploymentReady waits until the BundleDeployment of Bundle bundle (in the
+// workspace) for cluster has applied its current deployment and is Ready.
+func waitBundleDeploymentReady(t *testing.T, hub *framework.Hub, cluster, bundle string) {
+	t.Helper()
+	framework.Eventually(t, "the BundleDeployment of "+bundle+" to be Ready", timeout, func(ctx context.Context) error {
+		bds, err := hub.Fleet().FleetV1alpha1().BundleDeployments(names.ClusterNamespace(workspace, cluster)).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		for _, bd := range bds.Items {
+			if bd.Labels[names.BundleNamespaceLabel] == workspace && bd.Labels[names.BundleNameLabel] == bundle {
+				if bd.Status.AppliedDeploymentID == bd.Spec.DeploymentID && isReady(conditions.Get(bd.Status.Conditions, fleet.ConditionReady)) {
+					return nil
+				}
+				return fmt.Errorf("BundleDeployment %s: applied %q of %q, conditions %+v", bd.Name, bd.Status.AppliedDeploymentID, bd.Spec.DeploymentID, bd.Status.Conditions)
+			}
+		}
+		return fmt.Errorf("no BundleDeployment of Bundle %s among %d", bundle, len(bds.Items))
+	})
 }
 
 func isReady(c *fleet.Condition) bool { return c != nil && c.Status == corev1.ConditionTrue }
