@@ -24,6 +24,9 @@ var controllers = []string{
 var workloadControllers = []string{
 	names.ServiceAccountController,             // the "default" ServiceAccount of every namespace
 	names.RootCACertificatePublisherController, // kube-root-ca.crt in every namespace
+	// The tokens of ServiceAccount token Secrets (type kubernetes.io/service-account-token),
+	// which programs written for any cluster create, Fleet's controllers among them.
+	names.ServiceAccountTokenController,
 }
 
 // nodeControllers are the controllers that run a node's Pods and Services, run with
@@ -60,7 +63,8 @@ func (c *ControlPlane) runControllerManager(ctx context.Context, kubeconfigPath 
 		fs.AddFlagSet(f)
 	}
 	run := slices.Clone(controllers)
-	if c.cfg.Workloads || c.cfg.Node != nil {
+	workloads := c.cfg.Workloads || c.cfg.Node != nil
+	if workloads {
 		run = append(run, workloadControllers...)
 	}
 	if c.cfg.Node != nil {
@@ -73,6 +77,9 @@ func (c *ControlPlane) runControllerManager(ctx context.Context, kubeconfigPath 
 		"--secure-port=0",
 		"--root-ca-file=" + c.pki.certFile(caName),
 		"--use-service-account-credentials=false",
+	}
+	if workloads {
+		flags = append(flags, "--service-account-private-key-file="+c.pki.keyFile(serviceAccountKey))
 	}
 	if err := fs.Parse(flags); err != nil {
 		return fmt.Errorf("kube-controller-manager flags: %w", err)
