@@ -217,7 +217,7 @@ cluster instead, installing or updating the fleet.cattle.io CRDs there itself.`,
 	cmd.Flags().DurationVar(&webhookLimits.ReadTimeout, "webhook-read-timeout", webhookLimits.ReadTimeout, "longest a push event's request may take to arrive (its header a fifth of it); a slower one is answered 408")
 	cmd.Flags().StringVar(&metricsAddr, "metrics-bind-address", "127.0.0.1:8080", "address of the Prometheus /metrics endpoint (unauthenticated: loopback by default; :8080 for all interfaces); 0 turns it off")
 	cp.register(cmd, defaultDataDir("flotilla"), 6443)
-	cmd.AddCommand(newControlPlaneCommand(), newTokenCommand(), newClusterCommand(), newBundleCommand(), newApplyCommand(), newTestCommand(), newGitFetchWorkerCommand())
+	cmd.AddCommand(newControlPlaneCommand(), newTokenCommand(), newClusterCommand(), newBundleCommand(), newApplyCommand(), newTestCommand(), newMigrateCommand(), newGitFetchWorkerCommand())
 	return cmd
 }
 

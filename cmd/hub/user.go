@@ -27,6 +27,14 @@ func (u *userKubeconfig) register(cmd *cobra.Command) {
 }
 
 func (u *userKubeconfig) clients() (kubernetes.Interface, versioned.Interface, error) {
+	cfg, err := u.config()
+	if err != nil {
+		return nil, nil, err
+	}
+	return clientsFor(cfg)
+}
+
+func (u *userKubeconfig) config() (*rest.Config, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	if u.path != "" {
 		rules.ExplicitPath = u.path
@@ -38,9 +46,9 @@ func (u *userKubeconfig) clients() (kubernetes.Interface, versioned.Interface, e
 	}
 	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
 	if err != nil {
-		return nil, nil, errors.New("no kubeconfig for the hub: pass --kubeconfig, or start the hub (make run) so that its admin kubeconfig exists")
+		return nil, errors.New("no kubeconfig for the hub: pass --kubeconfig, or start the hub (make run) so that its admin kubeconfig exists")
 	}
-	return clientsFor(cfg)
+	return cfg, nil
 }
 
 func hasConfig(rules *clientcmd.ClientConfigLoadingRules) bool {

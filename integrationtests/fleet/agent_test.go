@@ -27,40 +27,49 @@ const (
 	timeout   = 3 * time.Minute
 )
 
-// startFleetAgent runs Fleet's agent against ds as its chart's Deployment runs it
-// (there is no kubelet to run the Pod): with the Deployment's arguments and its
-// environment, a namespace from the Pod's field reference and the other values as
-// they are.
+// startFleetAgent runs Fleet's agent against ds as its chart's Deployment runs it.
 func startFleetAgent(t *testing.T, bin string, ds *framework.Cluster) *framework.Process {
 	t.Helper()
-	d, err := ds.Client().AppsV1().Deployments(names.SystemNamespace).Get(context.Background(), "fleet-agent", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	env := []string{"KUBECONFIG=" + ds.Kubeconfig,
+	p := runContainer(t, ds, names.SystemNamespace, "fleet-agent", "fleet-agent", "Fleet's agent of "+ds.Name, bin,
 		// Its status report, every 15 minutes by default, is its check-in.
 		"CHECKIN_INTERVAL=20s",
 		// Ports it would have to itself in a Pod.
-		"FLEET_AGENT_PPROF_DISABLED=true", "FLEET_AGENT_METRICS_BIND_ADDRESS=0", "FLEET_AGENT_PROBE_BIND_ADDRESS=0",
+		"FLEET_AGENT_PPROF_DISABLED=true", "FLEET_AGENT_METRICS_BIND_ADDRESS=0", "FLEET_AGENT_PROBE_BIND_ADDRESS=0")
+	framework.StandInForAgentPod(t, ds, names.SystemNamespace, p.Exited())
+	return p
+}
+
+// runContainer runs bin against cluster as the container of a Deployment in
+// namespace runs it (there is no kubelet to run the Pod): with the container's
+// arguments and environment, the namespace for a field reference to the Pod's, extra
+// environment after, and cluster's admin kubeconfig.
+func runContainer(t *testing.T, cluster *framework.Cluster, namespace, deployment, container, name, bin string, extraEnv ...string) *framework.Process {
+	t.Helper()
+	d, err := cluster.Client().AppsV1().Deployments(namespace).Get(context.Background(), deployment, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
 	}
+	env := []string{"KUBECONFIG=" + cluster.Kubeconfig}
 	var args []string
+	found := false
 	for _, c := range d.Spec.Template.Spec.Containers {
-		if c.Name != "fleet-agent" {
+		if c.Name != container {
 			continue
 		}
-		args = c.Args
+		found, args = true, c.Args
 		for _, e := range c.Env {
 			switch {
 			case e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.namespace":
-				env = append(env, e.Name+"="+names.SystemNamespace)
+				env = append(env, e.Name+"="+namespace)
 			case e.ValueFrom == nil:
 				env = append(env, e.Name+"="+e.Value)
 			}
 		}
 	}
-	p := framework.StartProgram(t, "Fleet's agent of "+ds.Name, bin, env, args...)
-	framework.StandInForAgentPod(t, ds, names.SystemNamespace, p.Exited())
-	return p
+	if !found {
+		t.Fatalf("Deployment %s/%s has no container %s", namespace, deployment, container)
+	}
+	return framework.StartProgram(t, name, bin, append(env, extraEnv...), args...)
 }
 
 const configBundle = `apiVersion: fleet.cattle.io/v1alpha1
