@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -48,7 +50,8 @@ type Options struct {
 // unreachable.
 func Run(ctx context.Context, from, to Hub, opts Options, report func(Step)) error {
 	now := time.Now()
-	for resource, why := range notServed {
+	for _, resource := range slices.Sorted(maps.Keys(notServed)) {
+		why := notServed[resource]
 		list, err := from.Dynamic.Resource(gvr(resource)).List(ctx, metav1.ListOptions{})
 		if apierrors.IsNotFound(err) {
 			continue

@@ -115,6 +115,8 @@ func Decide(resource string, obj *unstructured.Unstructured, now time.Time) (Act
 			return Cannot, "made by HelmOp " + labels["fleet.cattle.io/fleet-helm-name"] + ", which Flotilla does not serve"
 		case strings.HasPrefix(obj.GetName(), "fleet-agent-to-flotilla-"):
 			return Skip, "made by hub migrate to move a cluster's agent"
+		case strings.HasPrefix(obj.GetName(), "fleet-agent-to-flotilla-"):
+			return Skip, "made by hub migrate to move a cluster's agent"
 		case strings.HasPrefix(obj.GetName(), "fleet-agent-"):
 			return Skip, "an agent bundle: the Flotilla hub keeps its own for each Cluster"
 		}

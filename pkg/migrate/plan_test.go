@@ -49,6 +49,8 @@ func TestDecide(t *testing.T) {
 			doc: "kind: Bundle\nmetadata: {name: fleet-agent-c1, namespace: fleet-default}\n"},
 		{name: "a migration bundle", resource: "bundles", want: Skip, reason: "hub migrate",
 			doc: "kind: Bundle\nmetadata: {name: fleet-agent-to-flotilla-c1, namespace: fleet-default}\n"},
+		{name: "a migration bundle", resource: "bundles", want: Skip, reason: "hub migrate",
+			doc: "kind: Bundle\nmetadata: {name: fleet-agent-to-flotilla-c1, namespace: fleet-default}\n"},
 		{name: "contents in Fleet's storage", resource: "bundles", want: Cannot, reason: "spec.contentsId",
 			doc: "kind: Bundle\nmetadata: {name: b, namespace: fleet-default}\nspec: {contentsId: s-123}\n"},
 		{name: "a token", resource: "clusterregistrationtokens", want: Copy,
