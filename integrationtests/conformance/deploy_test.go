@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -83,20 +85,7 @@ spec:
 		bundles[b] = true
 	}
 
-	for name := range bundles {
-		framework.Eventually(t, "Bundle "+name+" to be Ready", 5*time.Minute, func(ctx context.Context) error {
-			b, err := hub.Fleet().FleetV1alpha1().Bundles(deployWorkspace).Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			for _, c := range b.Status.Conditions {
-				if c.Type == fleet.ConditionReady && c.Status == corev1.ConditionTrue && b.Status.Summary.DesiredReady > 0 {
-					return nil
-				}
-			}
-			return fmt.Errorf("status %+v", b.Status)
-		})
-	}
+	waitBundlesReady(t, hub, slices.Collect(maps.Keys(bundles)))
 
 	// A folder cannot take over a Bundle that another apply (or GitRepo) owns.
 	hub.MustKubectl(`apiVersion: fleet.cattle.io/v1alpha1
@@ -156,6 +145,26 @@ spec:
 			}
 		}
 		t.Logf("cluster %s: %d objects of Fleet's expected output found, and the two guestbook charts", d.Name, found[d.Name])
+	}
+}
+
+// waitBundlesReady waits until each Bundle of the deploy workspace named is Ready and
+// deployed somewhere.
+func waitBundlesReady(t *testing.T, hub *framework.Hub, bundles []string) {
+	t.Helper()
+	for _, name := range bundles {
+		framework.Eventually(t, "Bundle "+name+" to be Ready", 5*time.Minute, func(ctx context.Context) error {
+			b, err := hub.Fleet().FleetV1alpha1().Bundles(deployWorkspace).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			for _, c := range b.Status.Conditions {
+				if c.Type == fleet.ConditionReady && c.Status == corev1.ConditionTrue && b.Status.Summary.DesiredReady > 0 {
+					return nil
+				}
+			}
+			return fmt.Errorf("status %+v", b.Status)
+		})
 	}
 }
 

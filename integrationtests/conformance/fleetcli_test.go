@@ -3,18 +3,14 @@ package conformance
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/flotilla/flotilla/integrationtests/framework"
-	fleet "github.com/flotilla/flotilla/pkg/apis/fleet.cattle.io/v1alpha1"
 	"github.com/flotilla/flotilla/pkg/names"
 )
 
@@ -127,20 +123,7 @@ spec:
 	if withValuesHash == 0 {
 		t.Errorf("no Bundle of %v keeps its values behind spec.valuesHash, as Fleet's CLI does for Helm values", made)
 	}
-	for _, name := range made {
-		framework.Eventually(t, "Bundle "+name+" to be Ready", 5*time.Minute, func(ctx context.Context) error {
-			b, err := hub.Fleet().FleetV1alpha1().Bundles(deployWorkspace).Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			for _, c := range b.Status.Conditions {
-				if c.Type == fleet.ConditionReady && c.Status == corev1.ConditionTrue && b.Status.Summary.DesiredReady > 0 {
-					return nil
-				}
-			}
-			return fmt.Errorf("status %+v", b.Status)
-		})
-	}
+	waitBundlesReady(t, hub, made)
 	found := expectDeployed(t, clusters)
 	t.Logf("fleet apply made %d Bundles, %d with values behind valuesHash; objects of Fleet's expected output found: %v", len(made), withValuesHash, found)
 }

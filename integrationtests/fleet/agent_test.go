@@ -202,18 +202,7 @@ func TestFleetsAgentRegistersAndDeploys(t *testing.T) {
 	// The agent bundle reaches Fleet's agent too, which deploys it as it would Fleet's
 	// own: a helm upgrade of its fleet-agent release to Flotilla's chart. One release,
 	// its second revision.
-	framework.Eventually(t, "Fleet's agent to deploy the agent bundle over its own release", timeout, func(ctx context.Context) error {
-		d, err := ds.Client().AppsV1().Deployments(names.SystemNamespace).Get(ctx, "fleet-agent", metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		for _, c := range d.Spec.Template.Spec.Containers {
-			if strings.HasPrefix(c.Image, "flotilla/agent:") {
-				return nil
-			}
-		}
-		return fmt.Errorf("the fleet-agent Deployment still runs %v", d.Spec.Template.Spec.Containers)
-	})
+	waitFlotillasAgentDeployed(t, ds, "Fleet's agent to deploy the agent bundle over its own release")
 	history := ds.MustHelm("-n", names.SystemNamespace, "history", "fleet-agent", "-o", "json")
 	if !strings.Contains(history, `"revision":2`) || !strings.Contains(history, `"chart":"fleet-agent-0.1.0"`) || strings.Contains(history, `"revision":3`) {
 		t.Errorf("helm history of fleet-agent: %s", history)
@@ -302,6 +291,24 @@ func TestFleetsAgentRegistersAndDeploys(t *testing.T) {
 		t.Fatalf("Flotilla's agent exited:\n%s", flotillaAgent.Log())
 	default:
 	}
+}
+
+// waitFlotillasAgentDeployed waits until the downstream fleet-agent Deployment runs
+// Flotilla's agent image: a Pod of it would then run Flotilla's agent.
+func waitFlotillasAgentDeployed(t *testing.T, ds *framework.Cluster, what string) {
+	t.Helper()
+	framework.Eventually(t, what, timeout, func(ctx context.Context) error {
+		d, err := ds.Client().AppsV1().Deployments(names.SystemNamespace).Get(ctx, "fleet-agent", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		for _, c := range d.Spec.Template.Spec.Containers {
+			if strings.HasPrefix(c.Image, "flotilla/agent:") {
+				return nil
+			}
+		}
+		return fmt.Errorf("the fleet-agent Deployment runs %v", d.Spec.Template.Spec.Containers)
+	})
 }
 
 // waitBundleDeploymentReady waits until the BundleDeployment of Bundle bundle (in the

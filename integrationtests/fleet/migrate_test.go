@@ -158,18 +158,7 @@ func TestHubMigrateMovesAClusterFromAFleetHub(t *testing.T) {
 
 	// The Fleet hub deploys Flotilla's agent over Fleet's; its Pod would then run
 	// Flotilla's agent.
-	framework.Eventually(t, "the Fleet hub to deploy Flotilla's agent", timeout, func(ctx context.Context) error {
-		d, err := ds.Client().AppsV1().Deployments(names.SystemNamespace).Get(ctx, "fleet-agent", metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		for _, c := range d.Spec.Template.Spec.Containers {
-			if strings.HasPrefix(c.Image, "flotilla/agent:") {
-				return nil
-			}
-		}
-		return fmt.Errorf("the fleet-agent Deployment runs %v", d.Spec.Template.Spec.Containers)
-	})
+	waitFlotillasAgentDeployed(t, ds, "the Fleet hub to deploy Flotilla's agent")
 	if err := fleetAgent.Stop(); err != nil {
 		t.Logf("stopping Fleet's agent: %v", err)
 	}
