@@ -282,7 +282,7 @@ func TestFleetsAgentRegistersAndDeploys(t *testing.T) {
 		}
 		return nil
 	})
-	releases := ds.MustHelm("list", "-A", "-q")
+	releases := ds.MustHelm("list", "-A", "-q", "--all")
 	if n := len(strings.Fields(releases)); n != 3 {
 		t.Errorf("helm list -A shows %d releases, want fleet-agent and the two Bundles':\n%s", n, releases)
 	}

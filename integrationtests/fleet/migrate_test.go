@@ -189,7 +189,7 @@ func TestHubMigrateMovesAClusterFromAFleetHub(t *testing.T) {
 	if err != nil || len(clusters.Items) != 1 {
 		t.Errorf("Clusters on the Flotilla hub: %d (err=%v), want the one moved", len(clusters.Items), err)
 	}
-	releases := ds.MustHelm("list", "-A", "-q")
+	releases := ds.MustHelm("list", "-A", "-q", "--all")
 	if n := len(strings.Fields(releases)); n != 2 {
 		t.Errorf("helm list -A downstream shows %d releases, want fleet-agent and the Bundle's:\n%s", n, releases)
 	}
