@@ -44,16 +44,7 @@ const deployWorkspace = "fleet-default"
 // that wants basic auth and from an OCI registry that does.
 func TestFleetExamplesDeployToLabelledClusters(t *testing.T) {
 	repo := newChartRepository(t)
-	hub := framework.StartHub(t)
-	clusters := framework.RegisterSimulatedClusters(t, hub, deployWorkspace, map[string]string{"dev": "dev", "test": "test", "prod": "prod"})
-	hub.MustKubectl(`apiVersion: fleet.cattle.io/v1alpha1
-kind: ClusterGroup
-metadata:
-  name: default
-  namespace: `+deployWorkspace+`
-spec:
-  selector: {}
-`, "apply", "-f", "-")
+	hub, clusters := startHubWithLabelledClusters(t)
 
 	bundles := map[string]bool{}
 	for _, ex := range examples(t) {
@@ -146,6 +137,24 @@ spec:
 		}
 		t.Logf("cluster %s: %d objects of Fleet's expected output found, and the two guestbook charts", d.Name, found[d.Name])
 	}
+}
+
+// startHubWithLabelledClusters starts a hub with three simulated clusters labelled
+// env=dev, test and prod, in the deploy workspace's ClusterGroup default of all its
+// clusters, as tests/test.sh has them.
+func startHubWithLabelledClusters(t *testing.T) (*framework.Hub, []*framework.Downstream) {
+	t.Helper()
+	hub := framework.StartHub(t)
+	clusters := framework.RegisterSimulatedClusters(t, hub, deployWorkspace, map[string]string{"dev": "dev", "test": "test", "prod": "prod"})
+	hub.MustKubectl(`apiVersion: fleet.cattle.io/v1alpha1
+kind: ClusterGroup
+metadata:
+  name: default
+  namespace: `+deployWorkspace+`
+spec:
+  selector: {}
+`, "apply", "-f", "-")
+	return hub, clusters
 }
 
 // waitBundlesReady waits until each Bundle of the deploy workspace named is Ready and

@@ -78,16 +78,7 @@ func matched(out string) string {
 func TestFleetsApplyDeploysToAFlotillaHub(t *testing.T) {
 	fleetCLI := framework.FleetBinary(t, "fleet")
 	repo := newChartRepository(t)
-	hub := framework.StartHub(t)
-	clusters := framework.RegisterSimulatedClusters(t, hub, deployWorkspace, map[string]string{"dev": "dev", "test": "test", "prod": "prod"})
-	hub.MustKubectl(`apiVersion: fleet.cattle.io/v1alpha1
-kind: ClusterGroup
-metadata:
-  name: default
-  namespace: `+deployWorkspace+`
-spec:
-  selector: {}
-`, "apply", "-f", "-")
+	hub, clusters := startHubWithLabelledClusters(t)
 
 	for _, ex := range examples(t) {
 		paths := []string{"."}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	fleet "github.com/flotilla/flotilla/pkg/apis/fleet.cattle.io/v1alpha1"
@@ -186,7 +187,7 @@ func CopyOf(obj *unstructured.Unstructured, now time.Time) *unstructured.Unstruc
 	out.SetLabels(filtered(obj.GetLabels()))
 	out.SetAnnotations(filtered(obj.GetAnnotations()))
 	if spec, ok := obj.Object["spec"]; ok {
-		out.Object["spec"] = runtimeDeepCopy(spec)
+		out.Object["spec"] = runtime.DeepCopyJSONValue(spec)
 	}
 	if obj.GetKind() == "ClusterRegistrationToken" {
 		if left, ok := remainingTTL(obj, now); ok && left > 0 {
@@ -194,10 +195,6 @@ func CopyOf(obj *unstructured.Unstructured, now time.Time) *unstructured.Unstruc
 		}
 	}
 	return out
-}
-
-func runtimeDeepCopy(v interface{}) interface{} {
-	return (&unstructured.Unstructured{Object: map[string]interface{}{"v": v}}).DeepCopy().Object["v"]
 }
 
 // SecretsOf are the Secrets in obj's namespace that obj names and that move with it:
