@@ -98,7 +98,10 @@ func Template(ctx context.Context, r *Release, namespace, name string) (string, 
 	in.DryRun, in.ClientOnly, in.Replace = true, true, true
 	in.ReleaseName, in.Namespace = name, namespace
 	in.KubeVersion = &KubeVersion
-	in.PostRenderer = r.PostRenderer
+	if r.PostRenderer != nil {
+		// A nil *PostRenderer in the interface would be called.
+		in.PostRenderer = r.PostRenderer
+	}
 	rel, err := in.RunWithContext(ctx, r.Chart, r.Values)
 	if err != nil {
 		return "", err
