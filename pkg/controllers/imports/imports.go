@@ -91,6 +91,9 @@ const (
 // cluster may decode to (the agent chart's release is about a hundred kilobytes).
 const maxDownstreamReleases = 32 << 20
 
+// helmTimeout bounds a Helm install or uninstall in a downstream cluster.
+const helmTimeout = 2 * time.Minute
+
 // deploymentKey, on an import token (annotation) and on the agent's Helm release
 // (label), records which deployment of the Cluster's agent it belongs to: the Cluster
 // and its redeployAgentGeneration. A change of agent settings does not redeploy: it
@@ -518,8 +521,7 @@ func (h *handler) install(ctx context.Context, cluster *fleet.Cluster, cfg *rest
 	}
 	if err == nil {
 		uninstall := action.NewUninstall(actionConfig)
-		uninstall.Wait = false
-		uninstall.Timeout = 2 * time.Minute
+		uninstall.Timeout = helmTimeout
 		if _, err := uninstall.Run(names.AgentRelease); err != nil {
 			return fail(ReasonHelmFailed, "removing the previous agent release %s/%s with kubeconfig Secret %s: %v", namespace, names.AgentRelease, secret, err)
 		}
@@ -542,14 +544,27 @@ func (h *handler) install(ctx context.Context, cluster *fleet.Cluster, cfg *rest
 	if err != nil {
 		return err
 	}
+	existingObjects, err := inTheWay(ctx, actionConfig, chart, values, namespace)
+	if err != nil {
+		return fail(ReasonHelmFailed, "with kubeconfig Secret %s: %v", secret, err)
+	}
+	takeover := decideTakeover(existingObjects, namespace)
+	if err := removeFleetsAgent(actionConfig, takeover, namespace, secret, log); err != nil {
+		return err
+	}
 	install := action.NewInstall(actionConfig)
 	install.ReleaseName = names.AgentRelease
 	install.Namespace = namespace
 	install.CreateNamespace = true
-	install.Timeout = 2 * time.Minute
+	install.Timeout = helmTimeout
 	install.Labels = map[string]string{deploymentKey: deployment}
+	install.TakeOwnership = takeover.adopt
 	if _, err := install.RunWithContext(ctx, chart, values); err != nil {
 		return fail(ReasonHelmFailed, "installing the agent chart into %s with kubeconfig Secret %s: %v", namespace, secret, err)
+	}
+	if takeover.adopt {
+		h.events.Event(cluster, corev1.EventTypeNormal, "FleetAgentReplaced", takeover.String())
+		log.Info(takeover.String())
 	}
 	return nil
 }
