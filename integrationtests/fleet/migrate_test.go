@@ -194,3 +194,65 @@ func TestHubMigrateMovesAClusterFromAFleetHub(t *testing.T) {
 		t.Errorf("helm list -A downstream shows %d releases, want fleet-agent and the Bundle's:\n%s", n, releases)
 	}
 }
+
+// A cluster a Fleet hub imported with a kubeconfig Secret, running Fleet's agent,
+// moves with `hub migrate`: the Flotilla hub gets the Cluster and its Secret, replaces
+// Fleet's agent release with its own, and the cluster registers as the same Cluster.
+func TestHubMigrateMovesAClusterFleetImported(t *testing.T) {
+	controller := framework.FleetBinary(t, "fleetcontroller")
+	agentBin := framework.FleetBinary(t, "fleetagent")
+	t.Parallel()
+	fleetHub := startFleetHub(t, controller)
+	ds := framework.StartControlPlane(t, "imported", "--simulate-workloads")
+
+	_, _ = fleetHub.Kubectl("", "create", "namespace", fleetWorkspace)
+	fleetHub.MustKubectl("", "-n", fleetWorkspace, "create", "secret", "generic", "imported-kubeconfig", "--from-file=value="+ds.Kubeconfig)
+	fleetHub.MustKubectl("apiVersion: fleet.cattle.io/v1alpha1\nkind: Cluster\nmetadata: {name: imported, namespace: "+fleetWorkspace+", labels: {env: dev}}\nspec: {kubeConfigSecret: imported-kubeconfig}\n", "apply", "-f", "-")
+	framework.Eventually(t, "Fleet to import the cluster", timeout, func(ctx context.Context) error {
+		_, err := ds.Client().AppsV1().Deployments(names.SystemNamespace).Get(ctx, "fleet-agent", metav1.GetOptions{})
+		return err
+	})
+	fleetAgent := startFleetAgent(t, agentBin, ds)
+	framework.Eventually(t, "Fleet's agent to deploy its agent bundle", timeout, func(ctx context.Context) error {
+		out, err := ds.Helm("-n", names.SystemNamespace, "list", "-q")
+		if err != nil {
+			return err
+		}
+		if strings.TrimSpace(out) != "fleet-agent-imported" {
+			return fmt.Errorf("releases %q", out)
+		}
+		return nil
+	})
+
+	flotilla := framework.StartHub(t, framework.AllowLocalImports)
+	started := time.Now()
+	cmd := exec.Command(filepath.Join(framework.BinDir(t), "hub"), "migrate", "--from", fleetHub.Kubeconfig, "--kubeconfig", flotilla.Kubeconfig)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("hub migrate: %v\n%s", err, out)
+	}
+	t.Logf("hub migrate:\n%s", out)
+	if !strings.Contains(string(out), "move agent  Cluster                    "+fleetWorkspace+"/imported: imported with kubeconfig Secret imported-kubeconfig") {
+		t.Errorf("hub migrate does not say it moves the imported cluster's agent")
+	}
+
+	waitFlotillasAgentDeployed(t, ds, "the Flotilla hub to replace Fleet's agent")
+	if err := fleetAgent.Stop(); err != nil {
+		t.Logf("stopping Fleet's agent: %v", err)
+	}
+	framework.StartAgent(t, ds)
+	framework.Eventually(t, "the imported Cluster to be Ready on the Flotilla hub", 2*timeout, func(ctx context.Context) error {
+		c, err := flotilla.Fleet().FleetV1alpha1().Clusters(fleetWorkspace).Get(ctx, "imported", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if !isReady(conditions.Get(c.Status.Conditions, fleet.ConditionReady)) {
+			return fmt.Errorf("conditions %+v", c.Status.Conditions)
+		}
+		return nil
+	})
+	t.Logf("from hub migrate to the imported Cluster Ready on the Flotilla hub: %s", time.Since(started).Round(time.Second))
+	if releases := strings.Fields(ds.MustHelm("list", "-A", "-q", "--all")); len(releases) != 1 || releases[0] != names.AgentRelease {
+		t.Errorf("releases downstream %v, want the Flotilla hub's %s alone", releases, names.AgentRelease)
+	}
+}

@@ -6,18 +6,22 @@ package migrate
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/flotilla/flotilla/integrationtests/framework"
 	fleet "github.com/flotilla/flotilla/pkg/apis/fleet.cattle.io/v1alpha1"
+	"github.com/flotilla/flotilla/pkg/conditions"
 	"github.com/flotilla/flotilla/pkg/names"
 )
 
@@ -91,7 +95,12 @@ func TestHubMigrateCopiesAFleetHubsObjects(t *testing.T) {
 	if _, err := clusters.UpdateStatus(context.Background(), c, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	hub := framework.StartHub(t)
+	// The imported cluster runs Fleet's agent as Fleet's import leaves it.
+	imported := framework.StartControlPlane(t, "imported")
+	standInForFleetsImportedAgent(t, imported)
+	source.MustKubectl("", "-n", "fleet-default", "create", "secret", "generic", "imported-kubeconfig", "--from-file=value="+imported.Kubeconfig)
+
+	hub := framework.StartHub(t, framework.AllowLocalImports)
 	migrate := func(args ...string) string {
 		t.Helper()
 		cmd := exec.Command(filepath.Join(framework.BinDir(t), "hub"), append([]string{"migrate", "--from", source.Kubeconfig, "--kubeconfig", hub.Kubeconfig}, args...)...)
@@ -114,7 +123,9 @@ func TestHubMigrateCopiesAFleetHubsObjects(t *testing.T) {
 	expect(plan,
 		"copy        Cluster                    fleet-default/registered",
 		"move agent  Cluster                    fleet-default/registered",
-		"cannot      Cluster                    fleet-default/imported: imported clusters",
+		"copy        Cluster                    fleet-default/imported",
+		"copy        Secret                     fleet-default/imported-kubeconfig",
+		"move agent  Cluster                    fleet-default/imported: imported with kubeconfig Secret imported-kubeconfig",
 		"copy        Bundle                     fleet-default/with-values",
 		"copy        Secret                     fleet-default/with-values",
 		"skip        Bundle                     fleet-default/simple-guestbook: made by GitRepo simple",
@@ -135,9 +146,6 @@ func TestHubMigrateCopiesAFleetHubsObjects(t *testing.T) {
 	}
 	if moved.Spec.ClientID != "kube-system-uid-of-registered" || moved.Labels["env"] != "dev" || moved.Labels["fleet.cattle.io/managed"] != "" {
 		t.Errorf("copied Cluster: clientID %q, labels %v", moved.Spec.ClientID, moved.Labels)
-	}
-	if _, err := f.Clusters("fleet-default").Get(ctx, "imported", metav1.GetOptions{}); err == nil {
-		t.Error("the imported Cluster was copied")
 	}
 	if b, err := f.Bundles("fleet-default").Get(ctx, "with-values", metav1.GetOptions{}); err != nil || b.Spec.ValuesHash != "0123abcd" {
 		t.Errorf("copied Bundle: %v", err)
@@ -173,12 +181,96 @@ func TestHubMigrateCopiesAFleetHubsObjects(t *testing.T) {
 		t.Errorf("the migration Bundle: release %q, token %q, hub %q", release, tokenName, url)
 	}
 
+	// The imported cluster: the Flotilla hub replaces Fleet's agent with its own, which
+	// registers as the same Cluster.
+	framework.Eventually(t, "the Flotilla hub to deploy its agent into the imported cluster", 3*time.Minute, func(ctx context.Context) error {
+		c, err := f.Clusters("fleet-default").Get(ctx, "imported", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if c.Status.AgentDeployedGeneration == nil {
+			return fmt.Errorf("not deployed yet: %+v", c.Status.Conditions)
+		}
+		return nil
+	})
+	framework.StartAgent(t, imported)
+	framework.Eventually(t, "the imported Cluster to be Ready on the Flotilla hub", 3*time.Minute, func(ctx context.Context) error {
+		c, err := f.Clusters("fleet-default").Get(ctx, "imported", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if ready := conditions.Get(c.Status.Conditions, fleet.ConditionReady); ready == nil || ready.Status != corev1.ConditionTrue {
+			return fmt.Errorf("conditions %+v", c.Status.Conditions)
+		}
+		return nil
+	})
+	if releases := strings.Fields(imported.MustHelm("list", "-A", "-q", "--all")); len(releases) != 1 || releases[0] != names.AgentRelease {
+		t.Errorf("releases in the imported cluster %v, want the hub's %s alone", releases, names.AgentRelease)
+	}
+	if _, err := imported.Client().NetworkingV1().NetworkPolicies(names.SystemNamespace).Get(ctx, "default-allow-all", metav1.GetOptions{}); err == nil {
+		t.Error("Fleet's agent's NetworkPolicy is left behind")
+	}
+	cm, err := imported.Client().CoreV1().ConfigMaps(names.SystemNamespace).Get(ctx, "fleet-agent", metav1.GetOptions{})
+	if err != nil || cm.Annotations["meta.helm.sh/release-name"] != names.AgentRelease {
+		t.Errorf("the ConfigMap Fleet's import applied is not the hub's release's: %v %v", cm.Annotations, err)
+	}
+	events := hub.MustKubectl("", "-n", "fleet-default", "get", "events", "--field-selector", "involvedObject.name=imported,reason=FleetAgentReplaced", "-o", "name")
+	if strings.TrimSpace(events) == "" {
+		t.Error("no FleetAgentReplaced event on the imported Cluster")
+	}
+
 	// Again: nothing new, nothing overwritten.
 	again := migrate()
 	expect(again, "exists      Cluster                    fleet-default/registered", "exists      Bundle                     fleet-default/with-values")
 	if strings.Contains(again, "\ncopy ") {
 		t.Errorf("a second run copies again:\n%s", again)
 	}
+}
+
+// fleetsImportedAgent is what Fleet's import leaves in a cluster: objects applied as a
+// wrangler object set, adopted by its agent bundle's release fleet-agent-<cluster>,
+// which also has objects of its own.
+const fleetsImportedAgent = `apiVersion: v1
+kind: ServiceAccount
+metadata: {name: fleet-agent}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: fleet-agent}
+spec:
+  selector: {matchLabels: {app: fleet-agent}}
+  template:
+    metadata: {labels: {app: fleet-agent}}
+    spec:
+      serviceAccountName: fleet-agent
+      containers: [{name: fleet-agent, image: "rancher/fleet-agent:v0.13.0"}]
+---
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: default-allow-all}
+spec: {podSelector: {}, ingress: [{}], egress: [{}], policyTypes: [Ingress, Egress]}
+`
+
+// standInForFleetsImportedAgent puts into ds what Fleet's import and agent bundle
+// leave there: a ConfigMap applied outside Helm (marked as Fleet's object set), and
+// the release fleet-agent-imported with the agent's Deployment and ServiceAccount.
+func standInForFleetsImportedAgent(t *testing.T, ds *framework.Cluster) {
+	t.Helper()
+	dir := t.TempDir()
+	for name, content := range map[string]string{
+		"Chart.yaml":           "apiVersion: v2\nname: fleet-agent\nversion: 0.13.0\n",
+		"templates/agent.yaml": fleetsImportedAgent,
+	} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ds.MustHelm("-n", names.SystemNamespace, "install", "--create-namespace", "fleet-agent-imported", dir)
+	ds.MustKubectl("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: fleet-agent, namespace: "+names.SystemNamespace+
+		", annotations: {objectset.rio.cattle.io/id: fleet-agent-bootstrap}}\ndata: {config: '{}'}\n", "apply", "-f", "-")
 }
 
 func dynamicFor(t *testing.T, c *framework.Cluster) dynamic.Interface {

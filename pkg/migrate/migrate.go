@@ -79,7 +79,13 @@ func Run(ctx context.Context, from, to Hub, opts Options, report func(Step)) err
 				}
 			}
 			report(Step{Kind: obj.GetKind(), Namespace: obj.GetNamespace(), Name: obj.GetName(), Action: action, Reason: reason})
-			if resource == "clusters" && (action == Copy || action == Exists) && MovesAgent(obj) {
+			if resource != "clusters" || (action != Copy && action != Exists) {
+				continue
+			}
+			switch {
+			case Imported(obj):
+				report(ImportedAgentStep(obj))
+			case MovesAgent(obj):
 				agents = append(agents, obj)
 			}
 		}

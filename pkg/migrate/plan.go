@@ -105,8 +105,8 @@ func Decide(resource string, obj *unstructured.Unstructured, now time.Time) (Act
 		if obj.GetNamespace() == "fleet-local" && obj.GetName() == "local" {
 			return Cannot, "the Fleet hub's own cluster stays with Fleet; register it with a Flotilla token if it should be managed"
 		}
-		if secret, _, _ := unstructured.NestedString(obj.Object, "spec", "kubeConfigSecret"); secret != "" {
-			return Cannot, "imported clusters (spec.kubeConfigSecret " + secret + ") are not moved yet: create the Cluster and its kubeconfig Secret on the Flotilla hub, which deploys its agent (docs/import.md)"
+		if ns, _, _ := unstructured.NestedString(obj.Object, "spec", "kubeConfigSecretNamespace"); Imported(obj) && ns != "" && ns != obj.GetNamespace() {
+			return Cannot, "its kubeconfig Secret is in namespace " + ns + ": copy it to the Flotilla hub, start the hub with --kubeconfig-secret-namespaces " + ns + " and annotate the Secret " + names.AllowedWorkspacesAnnotation + " (docs/import.md), then run hub migrate again"
 		}
 	case "bundles":
 		switch {
@@ -114,8 +114,6 @@ func Decide(resource string, obj *unstructured.Unstructured, now time.Time) (Act
 			return Skip, "made by GitRepo " + labels["fleet.cattle.io/repo-name"] + ", which makes it again on the Flotilla hub"
 		case labels["fleet.cattle.io/fleet-helm-name"] != "":
 			return Cannot, "made by HelmOp " + labels["fleet.cattle.io/fleet-helm-name"] + ", which Flotilla does not serve"
-		case strings.HasPrefix(obj.GetName(), "fleet-agent-to-flotilla-"):
-			return Skip, "made by hub migrate to move a cluster's agent"
 		case strings.HasPrefix(obj.GetName(), "fleet-agent-to-flotilla-"):
 			return Skip, "made by hub migrate to move a cluster's agent"
 		case strings.HasPrefix(obj.GetName(), "fleet-agent-"):
@@ -203,6 +201,10 @@ func CopyOf(obj *unstructured.Unstructured, now time.Time) *unstructured.Unstruc
 func SecretsOf(resource string, obj *unstructured.Unstructured) []string {
 	var out []string
 	switch resource {
+	case "clusters":
+		if Imported(obj) {
+			out = append(out, kubeConfigSecret(obj))
+		}
 	case "bundles":
 		if hash, _, _ := unstructured.NestedString(obj.Object, "spec", "valuesHash"); hash != "" {
 			out = append(out, obj.GetName())
@@ -217,9 +219,31 @@ func SecretsOf(resource string, obj *unstructured.Unstructured) []string {
 	return out
 }
 
-// MovesAgent says whether the migration re-points cluster's agent: a Cluster an agent
-// registered (it has a clientID and reported to Fleet) and that is not imported.
+func kubeConfigSecret(cluster *unstructured.Unstructured) string {
+	name, _, _ := unstructured.NestedString(cluster.Object, "spec", "kubeConfigSecret")
+	return name
+}
+
+// Imported says whether cluster is one the hub imports with a kubeconfig Secret
+// (spec.kubeConfigSecret): the Flotilla hub then replaces Fleet's agent itself.
+func Imported(cluster *unstructured.Unstructured) bool {
+	return kubeConfigSecret(cluster) != ""
+}
+
+// ImportedAgentStep is the report of an imported cluster's agent: moved by the
+// Flotilla hub, with the kubeconfig Secret copied beside the Cluster.
+func ImportedAgentStep(cluster *unstructured.Unstructured) Step {
+	return Step{Kind: "Cluster", Namespace: cluster.GetNamespace(), Name: cluster.GetName(), Action: MoveAgent,
+		Reason: "imported with kubeconfig Secret " + kubeConfigSecret(cluster) + ": the Flotilla hub deploys its agent there, replacing Fleet's release fleet-agent-" + cluster.GetName()}
+}
+
+// MovesAgent says whether the migration re-points cluster's agent through the Fleet
+// hub: a Cluster an agent registered (it has a clientID and reported to Fleet) and
+// that is not imported.
 func MovesAgent(cluster *unstructured.Unstructured) bool {
+	if Imported(cluster) {
+		return false
+	}
 	clientID, _, _ := unstructured.NestedString(cluster.Object, "spec", "clientID")
 	ns, _, _ := unstructured.NestedString(cluster.Object, "status", "agent", "namespace")
 	lastSeen, _, _ := unstructured.NestedString(cluster.Object, "status", "agent", "lastSeen")

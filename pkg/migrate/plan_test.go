@@ -35,8 +35,12 @@ func TestDecide(t *testing.T) {
 			doc: "kind: Cluster\nmetadata: {name: c1, namespace: fleet-default}\nspec: {clientID: abc}\n"},
 		{name: "Fleet's own cluster", resource: "clusters", want: Cannot, reason: "stays with Fleet",
 			doc: "kind: Cluster\nmetadata: {name: local, namespace: fleet-local}\n"},
-		{name: "an imported cluster", resource: "clusters", want: Cannot, reason: "kubeConfigSecret",
+		{name: "an imported cluster", resource: "clusters", want: Copy,
 			doc: "kind: Cluster\nmetadata: {name: c2, namespace: fleet-default}\nspec: {kubeConfigSecret: c2-kubeconfig}\n"},
+		{name: "an imported cluster with its Secret in its own namespace", resource: "clusters", want: Copy,
+			doc: "kind: Cluster\nmetadata: {name: c2, namespace: fleet-default}\nspec: {kubeConfigSecret: c2-kubeconfig, kubeConfigSecretNamespace: fleet-default}\n"},
+		{name: "an imported cluster with its Secret elsewhere", resource: "clusters", want: Cannot, reason: "--kubeconfig-secret-namespaces capi",
+			doc: "kind: Cluster\nmetadata: {name: c2, namespace: fleet-default}\nspec: {kubeConfigSecret: c2-kubeconfig, kubeConfigSecretNamespace: capi}\n"},
 		{name: "a per-cluster namespace", resource: "bundles", want: Skip, reason: "Fleet's own namespace",
 			doc: "kind: Bundle\nmetadata: {name: b, namespace: cluster-fleet-default-c1-0123abcd}\n"},
 		{name: "a Bundle of fleet apply", resource: "bundles", want: Copy,
@@ -112,6 +116,10 @@ func TestSecretsOf(t *testing.T) {
 			doc: "kind: Bundle\nmetadata: {name: b, namespace: w}\nspec: {valuesHash: abc}\n"},
 		{name: "values in the Bundle", resource: "bundles",
 			doc: "kind: Bundle\nmetadata: {name: b, namespace: w}\nspec: {helm: {values: {a: 1}}}\n"},
+		{name: "an imported cluster's kubeconfig", resource: "clusters", want: []string{"c2-kubeconfig"},
+			doc: "kind: Cluster\nmetadata: {name: c2, namespace: w}\nspec: {kubeConfigSecret: c2-kubeconfig}\n"},
+		{name: "a registered cluster", resource: "clusters",
+			doc: "kind: Cluster\nmetadata: {name: c1, namespace: w}\nspec: {clientID: abc}\n"},
 		{name: "a GitRepo's credentials", resource: "gitrepos", want: []string{"git-auth", "helm-auth"},
 			doc: "kind: GitRepo\nmetadata: {name: g, namespace: w}\nspec: {clientSecretName: git-auth, helmSecretName: helm-auth}\n"},
 	} {
@@ -131,6 +139,7 @@ func TestMovesAgent(t *testing.T) {
 		{name: "registered and reporting", want: true,
 			doc: "kind: Cluster\nmetadata: {name: c}\nspec: {clientID: abc}\nstatus: {agent: {namespace: cattle-fleet-system, lastSeen: '2026-12-07T11:59:00Z'}}\n"},
 		{name: "predefined, never registered", doc: "kind: Cluster\nmetadata: {name: c}\nspec: {clientID: abc}\n"},
+		{name: "imported: the Flotilla hub moves it", doc: "kind: Cluster\nmetadata: {name: c}\nspec: {clientID: abc, kubeConfigSecret: c-kubeconfig}\nstatus: {agent: {namespace: cattle-fleet-system, lastSeen: '2026-12-07T11:59:00Z'}}\n"},
 		{name: "no clientID", doc: "kind: Cluster\nmetadata: {name: c}\nstatus: {agent: {namespace: cattle-fleet-system}}\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
