@@ -634,7 +634,11 @@ func startFixture(ctx context.Context, o options, dir string) (f *fixture, err e
 	if err != nil {
 		return nil, err
 	}
+	pkiDir := filepath.Join(dir, "cp", "pki")
 	args := append([]string{"--kubeconfig", adminPath,
+		// The hub signs cluster identities with the control plane's identity CA, as
+		// the embedded hub does.
+		"--identity-ca-cert-file", filepath.Join(pkiDir, "identity-ca.crt"), "--identity-ca-key-file", filepath.Join(pkiDir, "identity-ca.key"),
 		"--health-probe-bind-address", "127.0.0.1:" + strconv.Itoa(healthPort),
 		"--metrics-bind-address", "127.0.0.1:" + strconv.Itoa(metricsPort)}, o.hubArgs...)
 	hub, err := startProcess("hub", filepath.Join(dir, "hub.log"), hubBin, args...)

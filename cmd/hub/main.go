@@ -91,20 +91,21 @@ func defaultDataDir(name string) string {
 
 func newRootCommand() *cobra.Command {
 	var (
-		cp            controlPlaneFlags
-		kubeconfig    string
-		healthProbe   string
-		metricsAddr   string
-		webhookAddr   string
-		webhookLimits = webhook.DefaultLimits()
-		caFile        string
-		qps           float32
-		burst         int
-		debug         bool
-		importAllowed []string
-		gitAllowed    []string
-		settings      = controllers.DefaultSettings()
-		election      = leader.DefaultConfig(names.SystemNamespace, names.HubLease)
+		cp                                               controlPlaneFlags
+		identityCACert, identityCAKey, clusterIdentities string
+		kubeconfig                                       string
+		healthProbe                                      string
+		metricsAddr                                      string
+		webhookAddr                                      string
+		webhookLimits                                    = webhook.DefaultLimits()
+		caFile                                           string
+		qps                                              float32
+		burst                                            int
+		debug                                            bool
+		importAllowed                                    []string
+		gitAllowed                                       []string
+		settings                                         = controllers.DefaultSettings()
+		election                                         = leader.DefaultConfig(names.SystemNamespace, names.HubLease)
 	)
 	cmd := &cobra.Command{
 		Use:   "hub",
@@ -150,6 +151,9 @@ cluster instead, installing or updating the fleet.cattle.io CRDs there itself.`,
 			opts := hub.Options{
 				Settings:               settings,
 				Kubeconfig:             kubeconfig,
+				IdentityCACertFile:     identityCACert,
+				IdentityCAKeyFile:      identityCAKey,
+				ClusterIdentities:      clusterIdentities,
 				ControlPlane:           cpConfig,
 				HealthProbeBindAddress: healthProbe,
 				MetricsBindAddress:     metricsAddr,
@@ -181,6 +185,9 @@ cluster instead, installing or updating the fleet.cattle.io CRDs there itself.`,
 	}
 	cmd.PersistentFlags().BoolVar(&debug, "debug", false, "log at debug level")
 	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "run against the cluster of this kubeconfig instead of an embedded control plane")
+	cmd.Flags().StringVar(&identityCACert, "identity-ca-cert-file", "", "with --kubeconfig: PEM certificate of a CA that cluster's API server trusts for client certificates (part of its --client-ca-file); the hub signs cluster identities with it, as x509 client certificates for the agents' keys, where that API server authorizes them (hub controlplane does; see docs/registration.md). The embedded control plane has its own")
+	cmd.Flags().StringVar(&identityCAKey, "identity-ca-key-file", "", "with --kubeconfig: the key of --identity-ca-cert-file")
+	cmd.Flags().StringVar(&clusterIdentities, "cluster-identities", hub.IdentityCertificates, "what a registered cluster's identity is: certificates (x509 client certificates for the agent's key, where the hub can sign them and its API server authorizes them) or tokens (ServiceAccount tokens, e.g. when agents reach the API server through a proxy that terminates TLS); Fleet's agent always gets a token")
 	cmd.Flags().StringVar(&settings.APIServerURL, "api-server-url", "", "the hub API URL agents are told to use (default: the embedded API server's, or the kubeconfig's)")
 	cmd.Flags().StringVar(&caFile, "api-server-ca-file", "", "PEM file of the CA agents are told to trust for --api-server-url (default: the embedded or kubeconfig CA)")
 	cmd.Flags().DurationVar(&settings.ClusterTokenTTL, "cluster-token-ttl", settings.ClusterTokenTTL, "lifetime of a cluster identity's token; agents renew it before it ends (at least 10m)")
@@ -314,7 +321,8 @@ func announceHub(cp *controlplane.ControlPlane) {
 }
 
 func announceControlPlane(cp *controlplane.ControlPlane) {
-	logrus.WithFields(logrus.Fields{"kubeconfig": cp.AdminKubeconfig, "url": cp.URL}).Info("Control plane is ready")
+	identityCert, identityKey := cp.IdentityCAFiles()
+	logrus.WithFields(logrus.Fields{"kubeconfig": cp.AdminKubeconfig, "url": cp.URL, "identityCACert": identityCert, "identityCAKey": identityKey}).Info("Control plane is ready")
 	fmt.Fprintf(os.Stderr, "\nThe control plane is ready. Its admin kubeconfig is\n  %s\nTry:\n  kubectl --kubeconfig %s get namespaces\n(Kubernetes component logs: %s)\n\n",
 		cp.AdminKubeconfig, cp.AdminKubeconfig, cp.ComponentLog)
 }

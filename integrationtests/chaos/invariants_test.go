@@ -41,16 +41,18 @@ type agentIdentity struct {
 	name string
 	cred *registration.Credential
 	err  error
+	// downstream keeps the agent's key.
+	downstream registration.Downstream
 }
 
 func (f *chaosFleet) identities(ctx context.Context) []agentIdentity {
 	var out []agentIdentity
 	for i, a := range f.sims {
-		out = append(out, agentIdentity{name: fmt.Sprintf("simulated agent %d", i), cred: a.agent.Credential()})
+		out = append(out, agentIdentity{name: fmt.Sprintf("simulated agent %d", i), cred: a.agent.Credential(), downstream: a.agent.Downstream})
 	}
 	for _, a := range f.reals {
 		cred, err := a.credential(ctx)
-		out = append(out, agentIdentity{name: a.name, cred: cred, err: err})
+		out = append(out, agentIdentity{name: a.name, cred: cred, err: err, downstream: registration.Downstream{Client: a.ds.Client(), Namespace: names.SystemNamespace}})
 	}
 	return out
 }
@@ -258,7 +260,7 @@ func (f *chaosFleet) check(ctx context.Context) []invariant {
 			creds.failf("%s holds no identity (%v)", id.name, id.err)
 			continue
 		}
-		if err := f.checkCredential(ctx, *id.cred, byName); err != nil {
+		if err := f.checkCredential(ctx, id.downstream, *id.cred, byName); err != nil {
 			creds.failf("%s: %v", id.name, err)
 		}
 	}
@@ -323,9 +325,15 @@ func version(s corev1.Secret) int {
 
 // checkCredential asks the hub's API server who the credential is: it must
 // authenticate, as the identity of the Cluster it names.
-func (f *chaosFleet) checkCredential(ctx context.Context, cred registration.Credential, byName map[string]*fleet.Cluster) error {
+func (f *chaosFleet) checkCredential(ctx context.Context, d registration.Downstream, cred registration.Credential, byName map[string]*fleet.Cluster) error {
 	cfg := rest.AnonymousClientConfig(f.host.RESTConfig())
 	cfg.BearerToken = cred.Token
+	if cred.HasCertificate() {
+		var err error
+		if cfg, _, err = d.HubClient(ctx, cred); err != nil {
+			return err
+		}
+	}
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return err
@@ -339,7 +347,7 @@ func (f *chaosFleet) checkCredential(ctx context.Context, cred registration.Cred
 		return fmt.Errorf("it names Cluster %s, which does not exist", cred.ClusterName)
 	}
 	user := review.Status.UserInfo.Username
-	if want := "system:serviceaccount:" + clusterns.Name(c) + ":"; !strings.HasPrefix(user, want) {
+	if want := "system:serviceaccount:" + clusterns.Name(c) + ":"; !strings.HasPrefix(user, want) && user != names.ClusterUser(clusterns.Name(c)) {
 		return fmt.Errorf("it is %s, not an identity of Cluster %s (%s*)", user, c.Name, want)
 	}
 	return nil

@@ -140,13 +140,14 @@ func ReadValues(path string) (registration.Values, error) {
 }
 
 // Registered says whether the agent of ds has stored an identity: its fleet-agent
-// Secret holds a token (before that it may hold only the agent's key).
+// Secret holds a token or a certificate (before that it may hold only the agent's
+// key).
 func Registered(ctx context.Context, ds *Cluster) error {
 	secret, err := ds.Client().CoreV1().Secrets("cattle-fleet-system").Get(ctx, "fleet-agent", Get)
 	if err != nil {
 		return err
 	}
-	if len(secret.Data["token"]) == 0 {
+	if len(secret.Data["token"]) == 0 && len(secret.Data["certificate"]) == 0 {
 		return fmt.Errorf("%s: the identity Secret holds no credential yet", ds.Name)
 	}
 	return nil
@@ -172,6 +173,26 @@ func (c *Cluster) As(token string) (kubernetes.Interface, versioned.Interface) {
 	c.t.Helper()
 	cfg := rest.AnonymousClientConfig(c.RESTConfig())
 	cfg.BearerToken = token
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	fleetClient, err := versioned.NewForConfig(cfg)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return kube, fleetClient
+}
+
+// AsCluster returns clients for this cluster (the hub) that authenticate as cred, the
+// identity of the agent whose key is in namespace of ds: with its certificate and
+// that key, or with its token.
+func (c *Cluster) AsCluster(ds *Cluster, namespace string, cred registration.Credential) (kubernetes.Interface, versioned.Interface) {
+	c.t.Helper()
+	cfg, _, err := registration.Downstream{Client: ds.Client(), Namespace: namespace}.HubClient(context.Background(), cred)
+	if err != nil {
+		c.t.Fatal(err)
+	}
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		c.t.Fatal(err)

@@ -126,7 +126,8 @@ func TestHubDeploysTheAgentWithAKubeconfigSecret(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			if token := string(secret.Data["token"]); token == "" || token == cred.Token {
+			token, cert := string(secret.Data["token"]), string(secret.Data["certificate"])
+			if token+cert == "" || token+cert == cred.Token+string(cred.Certificate) {
 				return fmt.Errorf("identity not replaced yet")
 			}
 			return nil
@@ -135,9 +136,13 @@ func TestHubDeploysTheAgentWithAKubeconfigSecret(t *testing.T) {
 		if renewed.ClusterName != "my-cluster" {
 			t.Fatalf("after redeployment %d the agent is %s", gen, renewed.ClusterName)
 		}
-		// The API server caches a token's validity for 10 seconds.
+		// The API server caches a token's validity for 10 seconds. A certificate for
+		// the agent's key stays valid until it expires: only that agent can use it.
 		_, old := hub.As(cred.Token)
 		framework.Eventually(t, "the previous identity to stop working", 30*time.Second, func(ctx context.Context) error {
+			if cred.HasCertificate() {
+				return nil
+			}
 			if _, err := old.FleetV1alpha1().BundleDeployments(cred.DeploymentNamespace).List(ctx, metav1.ListOptions{}); !apierrors.IsUnauthorized(err) {
 				return fmt.Errorf("after redeployment %d the previous identity still works (err=%v)", gen, err)
 			}

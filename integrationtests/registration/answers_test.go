@@ -23,7 +23,8 @@ func TestAnswersWhoseRequestIsGoneAreRemoved(t *testing.T) {
 	hub := framework.StartHub(t)
 	ctx := context.Background()
 	hub.MustKubectl("", "create", "namespace", workspace)
-	// A request that names no token: refused, and answered with the reason.
+	// A request that exists, with an answer Secret, as a token credential is answered
+	// (the hub writes none for a refusal, which the request's status says).
 	req, err := hub.Fleet().FleetV1alpha1().ClusterRegistrationRequests(workspace).Create(ctx, &fleet.ClusterRegistrationRequest{
 		ObjectMeta: metav1.ObjectMeta{GenerateName: "request-"},
 		Spec:       fleet.ClusterRegistrationRequestSpec{ClientID: "answer-test", ClientRandom: "r1"},
@@ -33,10 +34,14 @@ func TestAnswersWhoseRequestIsGoneAreRemoved(t *testing.T) {
 	}
 	secrets := hub.Client().CoreV1().Secrets(names.RegistrationNamespace)
 	kept := names.CredentialSecret("answer-test", "r1")
-	framework.Eventually(t, "the refusal's answer", time.Minute, func(ctx context.Context) error {
-		_, err := secrets.Get(ctx, kept, metav1.GetOptions{})
-		return err
-	})
+	if _, err := secrets.Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: kept, Labels: map[string]string{
+			names.ManagedLabel: "true", names.RequestLabel: req.Name, names.RequestNamespaceLabel: workspace,
+		}},
+		Type: names.CredentialSecretType,
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	orphan, err := secrets.Create(ctx, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: names.CredentialSecret("gone", "r2"), Labels: map[string]string{
 			names.ManagedLabel: "true", names.RequestLabel: "request-gone", names.RequestNamespaceLabel: workspace,

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -107,12 +108,15 @@ func TestFlotillasAgentClaimsTheClusterFleetsAgentRegistered(t *testing.T) {
 		if err := framework.Registered(ctx, ds); err != nil {
 			return err
 		}
-		if id := identity(t, ds); id.Token == fleetToken || id.RecoveryToken == "" {
-			return errors.New("still Fleet's agent's token, or no recovery token yet")
+		if id := identity(t, ds); credID(id) == fleetToken || !id.CanRecover(time.Now()) {
+			return errors.New("still Fleet's agent's token, or no recovery credential yet")
 		}
 		return nil
 	})
 	id := identity(t, ds)
+	if !id.HasCertificate() {
+		t.Errorf("the claimed identity is a token, want a certificate")
+	}
 	if id.ClusterName != clusterName || id.KeyUnbound {
 		t.Errorf("identity of %s, key unbound %t; want %s, bound", id.ClusterName, id.KeyUnbound, clusterName)
 	}

@@ -60,6 +60,50 @@ func newKey(t *testing.T) registration.AgentKey {
 	return key
 }
 
+// grantedCredential is the credential the hub granted req, signed with key, as the
+// agent that sent it reads it: certificates in the request's status, or a token in
+// the answer Secret.
+func grantedCredential(ctx context.Context, t *testing.T, hub *framework.Hub, kube kubernetes.Interface, req *fleet.ClusterRegistrationRequest,
+	opener *registration.Opener, key registration.AgentKey) (registration.Credential, error) {
+	t.Helper()
+	got, err := hub.Fleet().FleetV1alpha1().ClusterRegistrationRequests(req.Namespace).Get(ctx, req.Name, framework.Get)
+	if err != nil {
+		return registration.Credential{}, err
+	}
+	if got.Status.Identity == nil {
+		return openAnswer(ctx, t, kube, req, opener)
+	}
+	cfg := hub.RESTConfig()
+	cred, err := registration.CredentialFromIdentity(got.Status.Identity, key, registration.Credential{APIServerURL: cfg.Host, APIServerCA: cfg.CAData})
+	cred.ClusterName = got.Status.ClusterName
+	return cred, err
+}
+
+// asKey returns clients of the hub as cred, whose certificate (if any) is for key.
+func asKey(t *testing.T, hub *framework.Hub, cred registration.Credential, key registration.AgentKey) (kubernetes.Interface, versioned.Interface) {
+	t.Helper()
+	if !cred.HasCertificate() {
+		return asIdentity(t, hub, cred.Token)
+	}
+	auth, err := registration.NewHubAuth(cred, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := cred.ClientConfig(auth)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fleetClient, err := versioned.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kube, fleetClient
+}
+
 // openAnswer reads the answer Secret of req, as the agent that sent it.
 func openAnswer(ctx context.Context, t *testing.T, kube kubernetes.Interface, req *fleet.ClusterRegistrationRequest, opener *registration.Opener) (registration.Credential, error) {
 	t.Helper()
@@ -225,18 +269,19 @@ func TestRequestsNameTheirOwnTokenAndAgentsTheirOwnLease(t *testing.T) {
 		t.Fatalf("a request with 200 KiB of annotations: %v, want it forbidden", err)
 	}
 
-	req, opener, err := sendRequest(ctx, client, "mine", "honest", nil, newKey(t))
+	key := newKey(t)
+	req, opener, err := sendRequest(ctx, client, "mine", "honest", nil, key)
 	if err != nil {
 		t.Fatalf("a request labelled with its own token: %v", err)
 	}
 	if granted, reason := waitAnswer(t, hub, req.Name); !granted {
 		t.Fatalf("the honest request was refused: %s", reason)
 	}
-	cred, err := openAnswer(ctx, t, kube, req, opener)
+	cred, err := grantedCredential(ctx, t, hub, kube, req, opener, key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	agent, _ := asIdentity(t, hub, cred.Token)
+	agent, _ := asKey(t, hub, cred, key)
 	lease := func(name string) error {
 		_, err := agent.CoordinationV1().Leases(cred.DeploymentNamespace).Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
 		return err

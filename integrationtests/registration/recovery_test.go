@@ -23,7 +23,8 @@ import (
 func TestAnExpiredIdentityComesBackWithTheAgentsKey(t *testing.T) {
 	t.Parallel()
 	// Agents renew after 5 s, and get their recovery token with the first renewal.
-	hub := framework.StartHub(t, "--agent-token-renew-after", "5s")
+	// Token identities: TestCertificateIdentities recovers a certificate identity.
+	hub := framework.StartHub(t, "--agent-token-renew-after", "5s", "--cluster-identities=tokens")
 	ds := framework.StartControlPlane(t, "downstream")
 	framework.InstallAgent(t, ds, hub.CreateToken(workspace, "shared", "1h"))
 	agent := framework.StartAgent(t, ds)

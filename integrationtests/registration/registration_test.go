@@ -284,7 +284,7 @@ func TestReRegisteringLeavesOneSetOfObjects(t *testing.T) {
 			if _, err := ds.Client().CoreV1().Secrets(names.SystemNamespace).Get(ctx, names.AgentBootstrapSecret, framework.Get); !apierrors.IsNotFound(err) {
 				return fmt.Errorf("bootstrap Secret not consumed yet")
 			}
-			if identity(t, ds).Token == previous.Token {
+			if credID(identity(t, ds)) == credID(previous) {
 				return fmt.Errorf("identity not replaced yet")
 			}
 			return nil
@@ -307,9 +307,20 @@ func TestReRegisteringLeavesOneSetOfObjects(t *testing.T) {
 	})
 
 	// The identity of the first registration no longer works (the API server caches a
-	// token's validity for 10 seconds).
+	// token's validity for 10 seconds). A certificate for the same key stays valid
+	// until it expires: only this agent, which holds the key, can use it.
+	if first.HasCertificate() {
+		if _, fleetClient := hub.AsCluster(ds, names.SystemNamespace, first); true {
+			if _, err := fleetClient.FleetV1alpha1().BundleDeployments(first.DeploymentNamespace).List(ctx, metav1.ListOptions{}); err != nil {
+				t.Errorf("the first certificate, for the same key, stopped working: %v", err)
+			}
+		}
+	}
 	_, oldFleet := asIdentity(t, hub, first.Token)
 	framework.Eventually(t, "the replaced identity to stop working", 30*time.Second, func(ctx context.Context) error {
+		if first.HasCertificate() {
+			return nil
+		}
 		if _, err := oldFleet.FleetV1alpha1().BundleDeployments(first.DeploymentNamespace).List(ctx, metav1.ListOptions{}); !apierrors.IsUnauthorized(err) {
 			return fmt.Errorf("the replaced credential still authenticates (err=%v)", err)
 		}
@@ -325,6 +336,10 @@ func TestReRegisteringLeavesOneSetOfObjects(t *testing.T) {
 				want = 0 // a registration adds no RBAC there: one binding per token
 			case "credential secrets":
 				want = 0 // the agent deletes its credential once it has read it
+			case "identity serviceaccounts":
+				if first.HasCertificate() {
+					want = 0 // a certificate identity has none
+				}
 			}
 			if n != want {
 				return fmt.Errorf("%d %s, want %d (all: %v)", n, what, want, counts)
@@ -446,7 +461,7 @@ func testIdentitiesAreIsolated(t *testing.T, hub *framework.Hub, rbacObjects int
 	credA, credB := waitRegistered(t, a), waitRegistered(t, b)
 	waitReady(t, hub, credA.ClusterName)
 	ctx := context.Background()
-	kubeA, fleetA := asIdentity(t, hub, credA.Token)
+	kubeA, fleetA := hub.AsCluster(a, names.SystemNamespace, credA)
 
 	// What A may do: its own BundleDeployments, its own Cluster's status.
 	if _, err := fleetA.FleetV1alpha1().BundleDeployments(credA.DeploymentNamespace).List(ctx, metav1.ListOptions{}); err != nil {
@@ -540,7 +555,7 @@ func TestAgentRenewsItsTokenInPlace(t *testing.T) {
 	cred := waitRegistered(t, ds)
 	waitReady(t, hub, cred.ClusterName)
 
-	tokens := map[string]bool{cred.Token: true}
+	tokens := map[string]bool{credID(cred): true}
 	deadline := time.Now().Add(2 * time.Minute)
 	ctx := context.Background()
 	for time.Now().Before(deadline) {
@@ -551,10 +566,10 @@ func TestAgentRenewsItsTokenInPlace(t *testing.T) {
 		default:
 		}
 		current := identity(t, ds)
-		if !tokens[current.Token] {
-			tokens[current.Token] = true
-			// The stored token works for what the agent does.
-			_, fleetClient := asIdentity(t, hub, current.Token)
+		if !tokens[credID(current)] {
+			tokens[credID(current)] = true
+			// The stored identity works for what the agent does.
+			_, fleetClient := hub.AsCluster(ds, names.SystemNamespace, current)
 			if _, err := fleetClient.FleetV1alpha1().BundleDeployments(current.DeploymentNamespace).List(ctx, metav1.ListOptions{}); err != nil {
 				t.Fatalf("a renewed token does not work: %v", err)
 			}

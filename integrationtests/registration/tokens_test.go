@@ -27,7 +27,11 @@ func TestClusterIdentitiesCannotMintLongerTokens(t *testing.T) {
 		name  string
 		start func(t *testing.T) *framework.Hub
 	}{
-		{"embedded", func(t *testing.T) *framework.Hub { return framework.StartHub(t, ttls...) }},
+		// Token identities; a certificate identity may mint no tokens at all
+		// (TestCertificateIdentities, and the identity authorizer's unit tests).
+		{"embedded", func(t *testing.T) *framework.Hub {
+			return framework.StartHub(t, append(ttls, "--cluster-identities=tokens")...)
+		}},
 		{"on an existing cluster", func(t *testing.T) *framework.Hub {
 			return framework.StartHubOn(t, framework.StartControlPlane(t, "existing"), ttls...)
 		}},

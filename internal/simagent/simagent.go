@@ -111,7 +111,10 @@ func (a *Agent) Register(ctx context.Context, values registration.Values) {
 // BundleDeployments Ready, until ctx ends. The agent must hold an identity.
 func (a *Agent) Run(ctx context.Context, interval time.Duration, leases bool, version string) error {
 	cred := a.Credential()
-	cfg := cred.ClientConfig(registration.NewTokenSource(cred.Token))
+	cfg, _, err := a.Downstream.HubClient(ctx, *cred)
+	if err != nil {
+		return err
+	}
 	cfg.QPS, cfg.Burst = 5, 10
 	hub, err := versioned.NewForConfig(cfg)
 	if err != nil {

@@ -226,8 +226,10 @@ func errNoIdentity(namespace string) error {
 // and checks in with the hub.
 func runSession(ctx context.Context, cfg Config, d registration.Downstream, cred registration.Credential, log logrus.FieldLogger) error {
 	log = log.WithField("cluster", cred.ClusterNamespace+"/"+cred.ClusterName)
-	tokens := registration.NewTokenSource(cred.Token)
-	hubConfig := cred.ClientConfig(tokens)
+	hubConfig, auth, err := d.HubClient(ctx, cred)
+	if err != nil {
+		return err
+	}
 	hubKube, err := kubernetes.NewForConfig(hubConfig)
 	if err != nil {
 		return err
@@ -246,7 +248,7 @@ func runSession(ctx context.Context, cfg Config, d registration.Downstream, cred
 		return err
 	}
 
-	renewer := &registration.Renewer{Downstream: d, Hub: hubKube, Tokens: tokens, Log: log}
+	renewer := &registration.Renewer{Downstream: d, Hub: hubKube, HubConfig: hubConfig, Auth: auth, Log: log}
 	go renewer.Run(ctx, cred)
 
 	if ctx.Err() != nil {

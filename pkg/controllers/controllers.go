@@ -99,6 +99,9 @@ type Settings struct {
 	// APIServerAuthorizesIdentities says that the API server authorizes cluster
 	// identities itself (Flotilla's control plane), so they need no RBAC objects.
 	APIServerAuthorizesIdentities bool
+	// Signer signs cluster identities as client certificates; nil hands out
+	// ServiceAccount tokens.
+	Signer *registration.IdentitySigner
 }
 
 // DefaultSettings are the settings the hub's flags default to.
@@ -198,6 +201,7 @@ func (m *Manager) Start(ctx context.Context) error {
 		APIServerURL: m.settings.APIServerURL, APIServerCA: m.settings.APIServerCA,
 		ClusterTokenTTL: m.settings.ClusterTokenTTL, AgentTokenRenewAfter: m.settings.AgentTokenRenewAfter,
 		APIServerAuthorizesIdentities: m.settings.APIServerAuthorizesIdentities,
+		Signer:                        m.settings.Signer,
 		RequestRetention:              m.settings.RequestRetention,
 		RecoveryTTL:                   m.settings.ClusterRecoveryTTL,
 		FleetAgents:                   m.settings.FleetAgents,

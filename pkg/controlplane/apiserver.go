@@ -28,7 +28,7 @@ func (c *ControlPlane) apiServerFlags(etcdURL string) []string {
 		"--secure-port=" + strconv.Itoa(c.cfg.SecurePort),
 		"--tls-cert-file=" + p.certFile(servingName),
 		"--tls-private-key-file=" + p.keyFile(servingName),
-		"--client-ca-file=" + p.certFile(caName),
+		"--client-ca-file=" + p.certFile(clientCAName),
 		"--etcd-servers=" + etcdURL,
 		"--service-account-issuer=" + serviceAccountIssuer,
 		"--service-account-key-file=" + p.keyFile(serviceAccountKey),
@@ -96,7 +96,8 @@ func (c *ControlPlane) runAPIServer(ctx context.Context, etcdURL string, done ch
 	if c.cfg.IdentityAuthorizer {
 		// Each server of the chain has its own copy of the generic configuration, all
 		// with the same authorizer.
-		identities, err := newIdentityAuthorizer(config.KubeAPIs.ControlPlane.Generic.Authorization.Authorizer)
+		identities, err := newIdentityAuthorizer(config.KubeAPIs.ControlPlane.Generic.Authorization.Authorizer,
+			config.KubeAPIs.ControlPlane.VersionedInformers.Core().V1().Namespaces().Lister())
 		if err != nil {
 			return err
 		}

@@ -3,6 +3,7 @@ package controlplane
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -12,6 +13,7 @@ import (
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/kubernetes/plugin/pkg/auth/authorizer/rbac"
 
 	"github.com/flotilla/flotilla/pkg/names"
@@ -40,18 +42,31 @@ const IdentityAuthorizerReason = "flotilla cluster identity"
 // by a field selector, if RBAC lets them get it: so a waiting agent watches for its
 // credential, one request answered the moment the hub grants, instead of polling.
 // A watch of the named Secret tells no more than a get of it.
+//
+// A cluster identity may also be an x509 client certificate the hub signed for the
+// agent's key (names.ClusterUser, names.ClusterRecoveryUser, with the key's
+// fingerprint in names.AgentKeyGroup). Such a certificate is honoured only while its
+// per-cluster namespace exists, is not being deleted, and names that key
+// (names.AgentKeyAnnotation): deleting the Cluster (and so its namespace), binding
+// it to another key, or removing the annotation revokes every certificate the hub
+// signed for it, at once, although each lasts until it expires.
 type identityAuthorizer struct {
 	agent, contents, recovery []rbacv1.PolicyRule
-	// rbac decides a credential watch as the get it amounts to.
+	// certAgent are the agent rules for a certificate identity, which has no
+	// ServiceAccount and so mints no tokens.
+	certAgent []rbacv1.PolicyRule
+	// rbac decides a named watch as the get it amounts to.
 	rbac authorizer.Authorizer
+	// namespaces are the API server's own cache of namespaces.
+	namespaces corelisters.NamespaceLister
 }
 
-func newIdentityAuthorizer(rbac authorizer.Authorizer) (*identityAuthorizer, error) {
+func newIdentityAuthorizer(rbac authorizer.Authorizer, namespaces corelisters.NamespaceLister) (*identityAuthorizer, error) {
 	roles, err := registration.ClusterRoles()
 	if err != nil {
 		return nil, err
 	}
-	a := &identityAuthorizer{rbac: rbac}
+	a := &identityAuthorizer{rbac: rbac, namespaces: namespaces}
 	for _, role := range roles {
 		switch role.Name {
 		case names.AgentClusterRole:
@@ -60,6 +75,11 @@ func newIdentityAuthorizer(rbac authorizer.Authorizer) (*identityAuthorizer, err
 			a.contents = role.Rules
 		case names.AgentRecoveryClusterRole:
 			a.recovery = role.Rules
+		}
+	}
+	for _, rule := range a.agent {
+		if !slices.Contains(rule.Resources, "serviceaccounts") && !slices.Contains(rule.Resources, "serviceaccounts/token") {
+			a.certAgent = append(a.certAgent, rule)
 		}
 	}
 	if a.agent == nil || a.contents == nil || a.recovery == nil {
@@ -74,16 +94,27 @@ func (a *identityAuthorizer) Authorize(ctx context.Context, attrs authorizer.Att
 	if attrs.GetUser() == nil || !attrs.IsResourceRequest() {
 		return authorizer.DecisionNoOpinion, "", nil
 	}
-	if isCredentialWatch(attrs) {
+	if isNamedWatch(attrs) {
 		get := authorizer.AttributesRecord{
 			User: attrs.GetUser(), Verb: "get", Namespace: attrs.GetNamespace(), APIGroup: attrs.GetAPIGroup(),
 			APIVersion: attrs.GetAPIVersion(), Resource: attrs.GetResource(), Name: attrs.GetName(), ResourceRequest: true,
 		}
-		decision, reason, err := a.rbac.Authorize(ctx, get)
+		decision, reason, err := a.authorizeIdentity(get)
+		if decision != authorizer.DecisionAllow {
+			decision, reason, err = a.rbac.Authorize(ctx, get)
+		}
 		if decision != authorizer.DecisionAllow {
 			return authorizer.DecisionNoOpinion, "", err
 		}
-		return authorizer.DecisionAllow, "a watch of one credential Secret, as its get: " + reason, nil
+		return authorizer.DecisionAllow, "a watch of one " + attrs.GetResource() + " object, as its get: " + reason, nil
+	}
+	return a.authorizeIdentity(attrs)
+}
+
+// authorizeIdentity decides what a cluster identity may do.
+func (a *identityAuthorizer) authorizeIdentity(attrs authorizer.Attributes) (authorizer.Decision, string, error) {
+	if namespace, recovery, ok := names.ClusterUserOf(attrs.GetUser().GetName()); ok {
+		return a.authorizeCertificate(attrs, namespace, recovery)
 	}
 	namespace, name, err := serviceaccount.SplitUsername(attrs.GetUser().GetName())
 	if err != nil || !names.IsClusterNamespace(namespace) {
@@ -99,31 +130,73 @@ func (a *identityAuthorizer) Authorize(ctx context.Context, attrs authorizer.Att
 	if name != names.AgentIdentityServiceAccount {
 		return authorizer.DecisionNoOpinion, "", nil
 	}
-	allowed := false
-	switch attrs.GetNamespace() {
-	case namespace:
-		allowed = rbac.RulesAllow(attrs, a.agent...)
-	case "":
-		allowed = rbac.RulesAllow(attrs, a.contents...)
-	default:
-		// Its own Cluster in its workspace: the Cluster whose per-cluster namespace
-		// the identity lives in.
-		cluster := attrs.GetName()
-		allowed = cluster != "" && names.IsClusterNamespaceOf(namespace, attrs.GetNamespace(), cluster) &&
-			rbac.RulesAllow(attrs, registration.ClusterStatusRules(cluster)...)
-	}
-	if !allowed {
+	if !a.allowsAgent(attrs, namespace, a.agent) {
 		return authorizer.DecisionNoOpinion, "", nil
 	}
 	return authorizer.DecisionAllow, IdentityAuthorizerReason + " of namespace " + namespace, nil
 }
 
-// isCredentialWatch says whether attrs watch or list one Secret, by name, in the
-// registration namespace.
-func isCredentialWatch(attrs authorizer.Attributes) bool {
-	return (attrs.GetVerb() == "watch" || attrs.GetVerb() == "list") && attrs.GetName() != "" &&
-		attrs.GetNamespace() == names.RegistrationNamespace && attrs.GetAPIGroup() == "" &&
-		attrs.GetResource() == "secrets" && attrs.GetSubresource() == ""
+// allowsAgent says whether the cluster identity of namespace may do attrs, with
+// agent the rules of its own namespace.
+func (a *identityAuthorizer) allowsAgent(attrs authorizer.Attributes, namespace string, agent []rbacv1.PolicyRule) bool {
+	switch attrs.GetNamespace() {
+	case namespace:
+		return rbac.RulesAllow(attrs, agent...)
+	case "":
+		return rbac.RulesAllow(attrs, a.contents...)
+	default:
+		// Its own Cluster in its workspace: the Cluster whose per-cluster namespace
+		// the identity lives in.
+		cluster := attrs.GetName()
+		return cluster != "" && names.IsClusterNamespaceOf(namespace, attrs.GetNamespace(), cluster) &&
+			rbac.RulesAllow(attrs, registration.ClusterStatusRules(cluster)...)
+	}
+}
+
+// authorizeCertificate decides for a certificate identity of the cluster whose
+// per-cluster namespace is namespace: what its ServiceAccount would be allowed, while
+// that namespace stands and names the key the certificate was signed for.
+func (a *identityAuthorizer) authorizeCertificate(attrs authorizer.Attributes, namespace string, recovery bool) (authorizer.Decision, string, error) {
+	if why := a.revoked(namespace, names.AgentKeyOf(attrs.GetUser().GetGroups())); why != "" {
+		return authorizer.DecisionNoOpinion, why, nil
+	}
+	if recovery {
+		if attrs.GetNamespace() != namespace || !rbac.RulesAllow(attrs, a.recovery...) {
+			return authorizer.DecisionNoOpinion, "", nil
+		}
+		return authorizer.DecisionAllow, IdentityAuthorizerReason + " (recovery certificate) of namespace " + namespace, nil
+	}
+	if !a.allowsAgent(attrs, namespace, a.certAgent) {
+		return authorizer.DecisionNoOpinion, "", nil
+	}
+	return authorizer.DecisionAllow, IdentityAuthorizerReason + " (certificate) of namespace " + namespace, nil
+}
+
+// revoked says why the certificates for key of the cluster of namespace no longer
+// count, or "" while they do.
+func (a *identityAuthorizer) revoked(namespace, key string) string {
+	ns, err := a.namespaces.Get(namespace)
+	switch {
+	case err != nil:
+		return "the cluster's namespace " + namespace + " does not exist (its Cluster was deleted)"
+	case ns.DeletionTimestamp != nil:
+		return "the cluster's namespace " + namespace + " is being deleted"
+	case key == "" || ns.Annotations[names.AgentKeyAnnotation] != key:
+		return "the certificate's key is not the one namespace " + namespace + " names (the Cluster was bound to another key, or its identity revoked)"
+	}
+	return ""
+}
+
+// isNamedWatch says whether attrs watch or list, by name, one Secret of the
+// registration namespace or one ClusterRegistrationRequest: what an agent waiting
+// for its answer watches.
+func isNamedWatch(attrs authorizer.Attributes) bool {
+	if (attrs.GetVerb() != "watch" && attrs.GetVerb() != "list") || attrs.GetName() == "" || attrs.GetSubresource() != "" {
+		return false
+	}
+	secret := attrs.GetNamespace() == names.RegistrationNamespace && attrs.GetAPIGroup() == "" && attrs.GetResource() == "secrets"
+	request := attrs.GetNamespace() != "" && attrs.GetAPIGroup() == "fleet.cattle.io" && attrs.GetResource() == "clusterregistrationrequests"
+	return secret || request
 }
 
 // AuthorizesClusterIdentities asks the API server, with a SubjectAccessReview,

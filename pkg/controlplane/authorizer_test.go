@@ -4,15 +4,19 @@ import (
 	"context"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/authentication/serviceaccount"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/flotilla/flotilla/pkg/names"
 )
 
 func TestIdentityAuthorizerAllowsWhatTheIdentityRBACWould(t *testing.T) {
-	a, err := newIdentityAuthorizer(denyAll)
+	a, err := newIdentityAuthorizer(denyAll, namespaceLister())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,6 +71,75 @@ func TestIdentityAuthorizerAllowsWhatTheIdentityRBACWould(t *testing.T) {
 	}
 }
 
+// namespaceLister holds the namespaces the certificate identity tests need.
+func namespaceLister(namespaces ...*corev1.Namespace) corelisters.NamespaceLister {
+	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	for _, ns := range namespaces {
+		_ = indexer.Add(ns)
+	}
+	return corelisters.NewNamespaceLister(indexer)
+}
+
+func TestCertificateIdentities(t *testing.T) {
+	const key, otherKey = "SHA256:abc", "SHA256:def"
+	namespace := func(name, key string, deleting bool) *corev1.Namespace {
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{names.AgentKeyAnnotation: key}}}
+		if deleting {
+			ns.DeletionTimestamp = &metav1.Time{}
+		}
+		return ns
+	}
+	ns := names.ClusterNamespace("clusters", "a")
+	deleting := names.ClusterNamespace("clusters", "deleting")
+	gone := names.ClusterNamespace("clusters", "gone")
+	unannotated := names.ClusterNamespace("clusters", "old")
+	a, err := newIdentityAuthorizer(denyAll, namespaceLister(namespace(ns, key, false), namespace(deleting, key, true), namespace(unannotated, "", false)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert := func(name string, key string) *user.DefaultInfo {
+		return &user.DefaultInfo{Name: name, Groups: []string{names.ClustersGroup, names.AgentKeyGroup(key)}}
+	}
+	identity, recovery := cert(names.ClusterUser(ns), key), cert(names.ClusterRecoveryUser(ns), key)
+	request := func(u user.Info, verb, namespace, resource, subresource, name string) authorizer.AttributesRecord {
+		return authorizer.AttributesRecord{User: u, Verb: verb, Namespace: namespace, APIGroup: "fleet.cattle.io",
+			Resource: resource, Subresource: subresource, Name: name, ResourceRequest: true}
+	}
+	core := func(r authorizer.AttributesRecord) authorizer.AttributesRecord { r.APIGroup = ""; return r }
+	for what, c := range map[string]struct {
+		attrs authorizer.AttributesRecord
+		allow bool
+	}{
+		"list its BundleDeployments":                {request(identity, "list", ns, "bundledeployments", "", ""), true},
+		"patch its Cluster's status":                {request(identity, "patch", "clusters", "clusters", "status", "a"), true},
+		"get a Content by name":                     {request(identity, "get", "", "contents", "", "s-abc"), true},
+		"ask for its next identity":                 {request(identity, "create", ns, "clusterregistrationrequests", "", ""), true},
+		"watch the answer by name":                  {request(identity, "watch", ns, "clusterregistrationrequests", "", "r-abc"), true},
+		"mint a ServiceAccount token":               {core(request(identity, "create", ns, "serviceaccounts", "token", names.AgentIdentityServiceAccount)), false},
+		"create a ServiceAccount":                   {core(request(identity, "create", ns, "serviceaccounts", "", "")), false},
+		"another Cluster's status":                  {request(identity, "patch", "clusters", "clusters", "status", "b"), false},
+		"a certificate for another key":             {request(cert(names.ClusterUser(ns), otherKey), "list", ns, "bundledeployments", "", ""), false},
+		"a certificate naming no key":               {request(&user.DefaultInfo{Name: names.ClusterUser(ns)}, "list", ns, "bundledeployments", "", ""), false},
+		"a deleted Cluster's certificate":           {request(cert(names.ClusterUser(gone), key), "list", gone, "bundledeployments", "", ""), false},
+		"a certificate while its ns is deleted":     {request(cert(names.ClusterUser(deleting), key), "list", deleting, "bundledeployments", "", ""), false},
+		"a revoked identity (annotation removed)":   {request(cert(names.ClusterUser(unannotated), key), "list", unannotated, "bundledeployments", "", ""), false},
+		"recovery: ask for a new identity":          {request(recovery, "create", ns, "clusterregistrationrequests", "", ""), true},
+		"recovery: watch the answer":                {request(recovery, "watch", ns, "clusterregistrationrequests", "", "r-abc"), true},
+		"recovery: list BundleDeployments":          {request(recovery, "list", ns, "bundledeployments", "", ""), false},
+		"recovery: its Cluster's status":            {request(recovery, "patch", "clusters", "clusters", "status", "a"), false},
+		"recovery: requests in another namespace":   {request(recovery, "create", "clusters", "clusterregistrationrequests", "", ""), false},
+		"a user named like one, not a cluster's ns": {request(cert("flotilla:cluster:clusters", key), "list", "clusters", "bundledeployments", "", ""), false},
+	} {
+		decision, reason, err := a.Authorize(context.Background(), c.attrs)
+		if err != nil {
+			t.Errorf("%s: %v", what, err)
+		}
+		if got := decision == authorizer.DecisionAllow; got != c.allow {
+			t.Errorf("%s: allowed %v (%s), want %v", what, got, reason, c.allow)
+		}
+	}
+}
+
 var denyAll = authorizer.AuthorizerFunc(func(context.Context, authorizer.Attributes) (authorizer.Decision, string, error) {
 	return authorizer.DecisionNoOpinion, "", nil
 })
@@ -80,7 +153,7 @@ func TestACredentialWatchIsAuthorizedAsItsGet(t *testing.T) {
 		}
 		return authorizer.DecisionNoOpinion, "", nil
 	})
-	a, err := newIdentityAuthorizer(rbac)
+	a, err := newIdentityAuthorizer(rbac, namespaceLister())
 	if err != nil {
 		t.Fatal(err)
 	}

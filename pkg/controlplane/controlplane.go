@@ -21,6 +21,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/flotilla/flotilla/pkg/kubeconfig"
+	"github.com/flotilla/flotilla/pkg/registration"
 )
 
 // Config says where a control plane keeps its state and where it listens.
@@ -305,4 +306,16 @@ func redirectKubernetesLogs(path string) error {
 	}
 	klog.SetOutput(io.Writer(f))
 	return nil
+}
+
+// IdentitySigner signs cluster identities' client certificates with the control
+// plane's identity CA, which its API server trusts for client certificates.
+func (c *ControlPlane) IdentitySigner() (*registration.IdentitySigner, error) {
+	return registration.LoadIdentitySigner(c.pki.certFile(identityCAName), c.pki.keyFile(identityCAName))
+}
+
+// IdentityCAFiles are the identity CA's certificate and key files, for a hub run
+// against this control plane with --kubeconfig.
+func (c *ControlPlane) IdentityCAFiles() (certFile, keyFile string) {
+	return c.pki.certFile(identityCAName), c.pki.keyFile(identityCAName)
 }

@@ -17,7 +17,13 @@ import (
 )
 
 const (
-	caName            = "ca"
+	caName = "ca"
+	// identityCAName signs nothing but cluster identities' client certificates; the
+	// API server trusts it for client certificates only (clientCAName).
+	identityCAName = "identity-ca"
+	// clientCAName is the bundle of both CAs the API server trusts client
+	// certificates from.
+	clientCAName      = "client-ca"
 	servingName       = "apiserver"
 	adminName         = "admin"
 	hubName           = "hub"
@@ -41,6 +47,8 @@ type pki struct {
 	dir    string
 	caCert *x509.Certificate
 	caKey  crypto.Signer
+	// identityCA is the CA of cluster identities.
+	identityCA *x509.Certificate
 }
 
 // ensurePKI loads the CA under dir or creates it on first start, then makes sure the
@@ -52,25 +60,16 @@ func ensurePKI(dir string, sans certutil.AltNames) (*pki, error) {
 		return nil, fmt.Errorf("creating %s: %w", dir, err)
 	}
 	p := &pki{dir: dir}
-	if pkiutil.CertOrKeyExist(dir, caName) {
-		cert, key, err := pkiutil.TryLoadCertAndKeyFromDisk(dir, caName)
-		if err != nil {
-			return nil, fmt.Errorf("loading the control plane CA from %s: %w", dir, err)
-		}
-		p.caCert, p.caKey = cert, key
-	} else {
-		cert, key, err := pkiutil.NewCertificateAuthority(&pkiutil.CertConfig{
-			Config:              certutil.Config{CommonName: "flotilla-ca"},
-			NotAfter:            time.Now().Add(caValidity),
-			EncryptionAlgorithm: keyAlgorithm,
-		})
-		if err != nil {
-			return nil, fmt.Errorf("creating the control plane CA: %w", err)
-		}
-		if err := pkiutil.WriteCertAndKey(dir, caName, cert, key); err != nil {
-			return nil, fmt.Errorf("writing the control plane CA: %w", err)
-		}
-		p.caCert, p.caKey = cert, key
+	var err error
+	if p.caCert, p.caKey, err = ensureCA(dir, caName, "flotilla-ca"); err != nil {
+		return nil, err
+	}
+	if p.identityCA, _, err = ensureCA(dir, identityCAName, "flotilla-cluster-identity-ca"); err != nil {
+		return nil, err
+	}
+	bundle := append(pkiutil.EncodeCertPEM(p.caCert), pkiutil.EncodeCertPEM(p.identityCA)...)
+	if err := os.WriteFile(p.certFile(clientCAName), bundle, 0o600); err != nil {
+		return nil, fmt.Errorf("writing the client CA bundle: %w", err)
 	}
 
 	leaves := []struct {
@@ -112,6 +111,29 @@ func ensurePKI(dir string, sans certutil.AltNames) (*pki, error) {
 		return nil, err
 	}
 	return p, nil
+}
+
+// ensureCA loads the CA called name under dir, or creates it.
+func ensureCA(dir, name, commonName string) (*x509.Certificate, crypto.Signer, error) {
+	if pkiutil.CertOrKeyExist(dir, name) {
+		cert, key, err := pkiutil.TryLoadCertAndKeyFromDisk(dir, name)
+		if err != nil {
+			return nil, nil, fmt.Errorf("loading the CA %s from %s: %w", name, dir, err)
+		}
+		return cert, key, nil
+	}
+	cert, key, err := pkiutil.NewCertificateAuthority(&pkiutil.CertConfig{
+		Config:              certutil.Config{CommonName: commonName},
+		NotAfter:            time.Now().Add(caValidity),
+		EncryptionAlgorithm: keyAlgorithm,
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("creating the CA %s: %w", name, err)
+	}
+	if err := pkiutil.WriteCertAndKey(dir, name, cert, key); err != nil {
+		return nil, nil, fmt.Errorf("writing the CA %s: %w", name, err)
+	}
+	return cert, key, nil
 }
 
 // ensureLeaf keeps the certificate called name if it was signed by this CA, is not

@@ -32,6 +32,7 @@ import (
 	"github.com/flotilla/flotilla/pkg/metrics"
 	"github.com/flotilla/flotilla/pkg/names"
 	"github.com/flotilla/flotilla/pkg/node/launch"
+	"github.com/flotilla/flotilla/pkg/registration"
 	"github.com/flotilla/flotilla/pkg/webhook"
 )
 
@@ -64,6 +65,15 @@ type Options struct {
 	Profiling bool
 	// LeaderElection times the hub's Lease; zero fields take leader.DefaultConfig's.
 	LeaderElection leader.Config
+	// IdentityCACertFile and IdentityCAKeyFile, for a hub run against a cluster
+	// (Kubeconfig), are a CA that cluster's API server trusts for client
+	// certificates: the hub signs cluster identities with it. The embedded control
+	// plane has one of its own.
+	IdentityCACertFile, IdentityCAKeyFile string
+	// ClusterIdentities is "certificates" (the default where the hub can sign them)
+	// or "tokens", ServiceAccount tokens, e.g. behind a proxy that terminates TLS
+	// and so drops client certificates.
+	ClusterIdentities string
 	// Announce is called once the embedded control plane is ready, to tell the user
 	// where its kubeconfig is.
 	Announce func(cp *controlplane.ControlPlane)
@@ -188,6 +198,19 @@ func Run(ctx context.Context, opts Options) error {
 	} else if !settings.APIServerAuthorizesIdentities {
 		logrus.Info("The API server does not authorize cluster identities itself: creating RBAC objects for every cluster identity")
 	}
+	if settings.Signer, err = identitySigner(opts, cp); err != nil {
+		return err
+	}
+	switch {
+	case settings.Signer != nil && settings.APIServerAuthorizesIdentities:
+		logrus.Info("Cluster identities are x509 client certificates for the agents' keys")
+	case settings.Signer != nil:
+		logrus.Warn("The API server does not authorize cluster identities itself: cluster identities are ServiceAccount tokens, not certificates")
+	case opts.ClusterIdentities == IdentityTokens:
+		logrus.Info("Cluster identities are ServiceAccount tokens (--cluster-identities=tokens)")
+	default:
+		logrus.Info("No identity CA (--identity-ca-cert-file): cluster identities are ServiceAccount tokens")
+	}
 	manager, err := controllers.New(cfg, settings)
 	if err != nil {
 		return err
@@ -210,6 +233,38 @@ func Run(ctx context.Context, opts Options) error {
 		}
 	}
 	return electionErr
+}
+
+// The kinds of cluster identity (--cluster-identities).
+const (
+	IdentityCertificates = "certificates"
+	IdentityTokens       = "tokens"
+)
+
+// identitySigner is the signer of cluster identity certificates: the embedded control
+// plane's identity CA, or the one the flags name; nil without either.
+func identitySigner(opts Options, cp *controlplane.ControlPlane) (*registration.IdentitySigner, error) {
+	switch opts.ClusterIdentities {
+	case "", IdentityCertificates:
+	case IdentityTokens:
+		return nil, nil
+	default:
+		return nil, fmt.Errorf("--cluster-identities %q: want %s or %s", opts.ClusterIdentities, IdentityCertificates, IdentityTokens)
+	}
+	if cp != nil {
+		return cp.IdentitySigner()
+	}
+	if opts.IdentityCACertFile == "" && opts.IdentityCAKeyFile == "" {
+		return nil, nil
+	}
+	if opts.IdentityCACertFile == "" || opts.IdentityCAKeyFile == "" {
+		return nil, errors.New("--identity-ca-cert-file and --identity-ca-key-file go together")
+	}
+	signer, err := registration.LoadIdentitySigner(opts.IdentityCACertFile, opts.IdentityCAKeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("--identity-ca-cert-file, --identity-ca-key-file: %w", err)
+	}
+	return signer, nil
 }
 
 // ownEndpoints are the addresses of the hub's own API server, which an imported

@@ -73,6 +73,9 @@ const (
 	// AgentKeyProofAnnotation, on a Cluster, is the request that last proved the key
 	// and its signing time ("<request> <RFC 3339 time>"); only later ones are accepted.
 	AgentKeyProofAnnotation = "fleet.cattle.io/agent-key-proof"
+	// RequestPurposeAnnotation, on a request an agent makes in its per-cluster
+	// namespace, says whether it renews the identity or recovers an expired one.
+	RequestPurposeAnnotation = "fleet.cattle.io/purpose"
 	// AnswerReaderAnnotation, on the Secret answering a registration request, is the
 	// user name of the token ServiceAccount that may delete it once read.
 	AnswerReaderAnnotation = "fleet.cattle.io/answer-reader"
@@ -281,4 +284,57 @@ func AgentBundle(cluster string) string {
 // Bundle's name, shortened to Helm's 53-character limit.
 func ReleaseName(bundle string) string {
 	return Limit(bundle, 53)
+}
+
+// Users and groups of the x509 client certificates the hub gives cluster identities.
+const (
+	clusterUserPrefix         = "flotilla:cluster:"
+	clusterRecoveryUserPrefix = "flotilla:cluster-recovery:"
+	// ClustersGroup is the group of every cluster identity certificate.
+	ClustersGroup = "flotilla:clusters"
+	// agentKeyGroupPrefix starts the group that names the fingerprint of the key a
+	// certificate was issued for.
+	agentKeyGroupPrefix = "flotilla:agent-key:"
+)
+
+// ClusterUser is the user of the certificate identity of the cluster whose
+// per-cluster namespace is namespace; ClusterRecoveryUser that of its recovery
+// certificate.
+func ClusterUser(namespace string) string { return clusterUserPrefix + namespace }
+
+// ClusterRecoveryUser is the user of the recovery certificate of the cluster whose
+// per-cluster namespace is namespace.
+func ClusterRecoveryUser(namespace string) string { return clusterRecoveryUserPrefix + namespace }
+
+// AgentKeyGroup is the group naming the key (by fingerprint) a cluster's certificate
+// was issued for.
+func AgentKeyGroup(fingerprint string) string { return agentKeyGroupPrefix + fingerprint }
+
+// ClusterUserOf reads a certificate identity's user name: the per-cluster namespace,
+// and whether it is the recovery user. ok is false for any other user.
+func ClusterUserOf(user string) (namespace string, recovery, ok bool) {
+	if ns, found := strings.CutPrefix(user, clusterUserPrefix); found && IsClusterNamespace(ns) {
+		return ns, false, true
+	}
+	if ns, found := strings.CutPrefix(user, clusterRecoveryUserPrefix); found && IsClusterNamespace(ns) {
+		return ns, true, true
+	}
+	return "", false, false
+}
+
+// AgentKeyOf is the key fingerprint named by groups, or "".
+func AgentKeyOf(groups []string) string {
+	for _, g := range groups {
+		if fp, found := strings.CutPrefix(g, agentKeyGroupPrefix); found {
+			return fp
+		}
+	}
+	return ""
+}
+
+// RegistrationRequest is the name of the ClusterRegistrationRequest an agent sends
+// with clientID and clientRandom: a name only that agent knows, so that a
+// registration token, which may get requests by name, reads only its own answer.
+func RegistrationRequest(clientID, clientRandom string) string {
+	return "r-" + Hash(40, clientID, clientRandom)
 }

@@ -145,7 +145,7 @@ func (d Downstream) Identity(ctx context.Context) (*Credential, error) {
 		}
 		return &cred, nil
 	}
-	if len(secret.Data[credToken]) == 0 {
+	if len(secret.Data[credToken]) == 0 && len(secret.Data[credCertificate]) == 0 {
 		// Only the agent's key, kept from a registration that has not finished.
 		return nil, nil
 	}
@@ -260,7 +260,11 @@ func Register(ctx context.Context, d Downstream, values Values, log logrus.Field
 	if err != nil {
 		return nil, err
 	}
-	hub, err := newExchange(values.APIServerURL, values.APIServerCA, values.Token, values.SystemRegistrationNamespace)
+	hub, err := tokenExchange(values.APIServerURL, values.APIServerCA, values.Token, values.SystemRegistrationNamespace)
+	if err != nil {
+		return nil, err
+	}
+	caPEM, err := DecodeCA(values.APIServerCA)
 	if err != nil {
 		return nil, err
 	}
@@ -283,7 +287,7 @@ func Register(ctx context.Context, d Downstream, values Values, log logrus.Field
 	log = log.WithFields(logrus.Fields{"request": values.ClusterNamespace + "/" + created.Name, "clientID": clientID})
 	log.Info("Sent the registration request; waiting for the hub to grant it")
 
-	cred, err := hub.answer(ctx, request, opener)
+	cred, err := hub.answer(ctx, request, opener, key, Credential{APIServerURL: values.APIServerURL, APIServerCA: caPEM, ClusterNamespace: values.ClusterNamespace, ClientID: clientID})
 	if err != nil {
 		return nil, err
 	}
@@ -296,7 +300,7 @@ func Register(ctx context.Context, d Downstream, values Values, log logrus.Field
 	if err != nil && !apierrors.IsNotFound(err) {
 		return nil, fmt.Errorf("deleting the bootstrap Secret %s/%s: %w", d.Namespace, names.AgentBootstrapSecret, err)
 	}
-	hub.pickedUp(ctx, request, log)
+	hub.pickedUp(ctx, request, cred, log)
 	log.WithField("cluster", cred.ClusterNamespace+"/"+cred.ClusterName).Info("Registered")
 	return &cred, nil
 }
@@ -344,9 +348,9 @@ func NewRequest(workspace, token, clientID string, clusterLabels map[string]stri
 	}
 	request := &fleet.ClusterRegistrationRequest{
 		ObjectMeta: metav1.ObjectMeta{
-			GenerateName: "request-",
-			Namespace:    workspace,
-			Labels:       labels,
+			Name:      names.RegistrationRequest(clientID, clientRandom),
+			Namespace: workspace,
+			Labels:    labels,
 		},
 		Spec: fleet.ClusterRegistrationRequestSpec{
 			ClientID: clientID, ClientRandom: clientRandom, ClusterLabels: clusterLabels,
@@ -377,8 +381,9 @@ func (a *answer) open(opener *Opener, clientID, clientRandom string) (Credential
 }
 
 // exchange is an agent's conversation with the hub about one request: clients that
-// authenticate with a registration or recovery token, and the namespace the hub
-// answers in.
+// authenticate with a registration token or as the cluster (its identity or recovery
+// certificate, or its recovery token), and the namespace where the hub leaves a
+// sealed token credential, on hubs that hand out tokens.
 type exchange struct {
 	fleet     versioned.Interface
 	kube      kubernetes.Interface
@@ -386,11 +391,7 @@ type exchange struct {
 	answersIn string
 }
 
-func newExchange(url, ca, token, answersIn string) (*exchange, error) {
-	cfg, err := HubConfig(url, ca, token)
-	if err != nil {
-		return nil, err
-	}
+func newExchange(cfg *rest.Config, answersIn string) (*exchange, error) {
 	fleetClient, err := versioned.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
@@ -399,30 +400,106 @@ func newExchange(url, ca, token, answersIn string) (*exchange, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &exchange{fleet: fleetClient, kube: kube, url: url, answersIn: answersIn}, nil
+	return &exchange{fleet: fleetClient, kube: kube, url: cfg.Host, answersIn: answersIn}, nil
 }
 
-// answer waits for the hub's answer to request and opens it with opener: the
-// credential, or a *RefusedError.
-func (x *exchange) answer(ctx context.Context, request *fleet.ClusterRegistrationRequest, opener *Opener) (Credential, error) {
-	name := names.CredentialSecret(request.Spec.ClientID, request.Spec.ClientRandom)
-	a, err := waitForAnswer(ctx, x.kube, Values{APIServerURL: x.url, SystemRegistrationNamespace: x.answersIn}, name)
+// tokenExchange is an exchange authenticating with token.
+func tokenExchange(url, ca, token, answersIn string) (*exchange, error) {
+	cfg, err := HubConfig(url, ca, token)
+	if err != nil {
+		return nil, err
+	}
+	return newExchange(cfg, answersIn)
+}
+
+// answer waits for the hub's answer to request, which was created in the namespace
+// of base's Cluster (its workspace, or its per-cluster namespace), and returns the
+// credential it grants, filled in from base: certificates for key in the request's
+// status, or a token credential sealed to opener's key in a Secret. A refusal is a
+// *RefusedError.
+func (x *exchange) answer(ctx context.Context, request *fleet.ClusterRegistrationRequest, opener *Opener, key AgentKey, base Credential) (Credential, error) {
+	answered, err := waitForAnswer(ctx, x.fleet, x.url, request)
 	if err != nil {
 		return Credential{}, err
 	}
-	if a.refusal != nil {
-		return Credential{}, a.refusal
+	if c := refusal(answered); c != nil {
+		return Credential{}, c
 	}
-	cred, err := a.open(opener, request.Spec.ClientID, request.Spec.ClientRandom)
+	if identity := answered.Status.Identity; identity != nil {
+		cred, err := CredentialFromIdentity(identity, key, base)
+		if err != nil {
+			return Credential{}, fmt.Errorf("ClusterRegistrationRequest %s/%s from the hub: %w", request.Namespace, request.Name, err)
+		}
+		cred.ClusterName = answered.Status.ClusterName
+		return cred, nil
+	}
+	// A hub that hands out tokens: the credential is sealed in a Secret.
+	name := names.CredentialSecret(request.Spec.ClientID, request.Spec.ClientRandom)
+	secret, err := x.kube.CoreV1().Secrets(x.answersIn).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return Credential{}, Explain("reading the credential the hub granted", x.url, err)
+	}
+	cred, err := OpenAnswer(secret.Data, opener, request.Spec.ClientID, request.Spec.ClientRandom)
 	if err != nil {
 		return Credential{}, fmt.Errorf("Secret %s/%s from the hub: %w", x.answersIn, name, err)
 	}
 	return cred, nil
 }
 
-// pickedUp deletes the answer to request once its credential is stored: the hub need
-// not keep it (it deletes it later itself otherwise).
-func (x *exchange) pickedUp(ctx context.Context, request *fleet.ClusterRegistrationRequest, log logrus.FieldLogger) {
+// CredentialFromIdentity is the credential of identity's certificates, which must be
+// for key, with the hub's address and the Cluster's names from base.
+func CredentialFromIdentity(identity *fleet.ClusterIdentity, key AgentKey, base Credential) (Credential, error) {
+	_, cert, err := certificateFor([]byte(identity.Certificate), key)
+	if err != nil {
+		return Credential{}, fmt.Errorf("status.identity.certificate: %w", err)
+	}
+	cred := Credential{
+		Certificate:         []byte(identity.Certificate),
+		Issued:              cert.NotBefore.Add(certBackdate),
+		Expires:             cert.NotAfter,
+		APIServerURL:        base.APIServerURL,
+		APIServerCA:         base.APIServerCA,
+		ClusterName:         base.ClusterName,
+		ClusterNamespace:    base.ClusterNamespace,
+		DeploymentNamespace: identity.DeploymentNamespace,
+		ClientID:            base.ClientID,
+	}
+	if identity.RenewAfter != nil {
+		cred.RenewAfter = identity.RenewAfter.Duration
+	}
+	if identity.RecoveryCertificate != "" {
+		_, recovery, err := certificateFor([]byte(identity.RecoveryCertificate), key)
+		if err != nil {
+			return Credential{}, fmt.Errorf("status.identity.recoveryCertificate: %w", err)
+		}
+		cred.RecoveryCertificate = []byte(identity.RecoveryCertificate)
+		cred.RecoveryExpires = recovery.NotAfter
+	}
+	return cred, nil
+}
+
+// refusal is the hub's refusal of req, from its Ready condition, or nil.
+func refusal(req *fleet.ClusterRegistrationRequest) *RefusedError {
+	for _, c := range req.Status.Conditions {
+		if c.Type == fleet.ConditionReady && c.Status == corev1.ConditionFalse && c.Reason != "" {
+			return &RefusedError{Reason: c.Reason, Message: c.Message}
+		}
+	}
+	return nil
+}
+
+// answered says whether the hub has answered req.
+func answered(req *fleet.ClusterRegistrationRequest) bool {
+	return req.Status.Granted || refusal(req) != nil
+}
+
+// pickedUp deletes a sealed token credential once it is stored: the hub need not
+// keep it (it deletes it later itself otherwise). Certificates leave nothing to
+// delete.
+func (x *exchange) pickedUp(ctx context.Context, request *fleet.ClusterRegistrationRequest, cred Credential, log logrus.FieldLogger) {
+	if cred.HasCertificate() {
+		return
+	}
 	name := names.CredentialSecret(request.Spec.ClientID, request.Spec.ClientRandom)
 	err := x.kube.CoreV1().Secrets(x.answersIn).Delete(ctx, name, metav1.DeleteOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
@@ -440,14 +517,15 @@ func answerFromSecretData(data map[string][]byte) (*answer, error) {
 	return &answer{sealed: data[AnswerSealed]}, nil
 }
 
-// waitForAnswer waits for the Secret the hub creates when it grants or refuses the
-// request, for at most 5 minutes. It watches for it where the hub's API server
-// allows a watch of the one Secret (Flotilla's control plane does), and polls
-// otherwise.
-func waitForAnswer(ctx context.Context, hub kubernetes.Interface, values Values, secretName string) (*answer, error) {
+// waitForAnswer waits for the hub to answer req (granted, or refused in its Ready
+// condition), for at most 5 minutes, and returns the request as answered. It
+// watches the one request where the hub's API server allows that (Flotilla's control
+// plane does), and polls it otherwise. The request's name is known only to the agent
+// that made it (names.RegistrationRequest).
+func waitForAnswer(ctx context.Context, hub versioned.Interface, url string, req *fleet.ClusterRegistrationRequest) (*fleet.ClusterRegistrationRequest, error) {
 	waitCtx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	w := &answerWait{hub: hub, values: values, secretName: secretName}
+	w := &answerWait{hub: hub, url: url, namespace: req.Namespace, name: req.Name}
 	a, err := w.watch(waitCtx)
 	if errors.Is(err, errWatchRefused) {
 		a, err = w.poll(waitCtx)
@@ -461,44 +539,35 @@ func waitForAnswer(ctx context.Context, hub kubernetes.Interface, values Values,
 	return a, nil
 }
 
-// errWatchRefused is a watch of the answer Secret the API server does not allow.
-var errWatchRefused = errors.New("watching the answer Secret is not allowed")
+// errWatchRefused is a watch of the request the API server does not allow.
+var errWatchRefused = errors.New("watching the registration request is not allowed")
 
 // watchTimeout bounds each watch below HubConfig's client timeout.
 const watchTimeout = 20 * time.Second
 
 // answerWait is an agent waiting for the hub's answer to its request.
 type answerWait struct {
-	hub        kubernetes.Interface
-	values     Values
-	secretName string
-	// lastAnswer is the hub's last answer that was not the Secret, for the message
+	hub             versioned.Interface
+	url             string
+	namespace, name string
+	// lastAnswer is the hub's last answer that was not the answer, for the message
 	// when the wait ends without it.
 	lastAnswer error
 }
 
-func (aw *answerWait) decode(secret *corev1.Secret) (*answer, error) {
-	a, err := answerFromSecretData(secret.Data)
-	if err != nil {
-		return nil, fmt.Errorf("Secret %s/%s from the hub: %w", aw.values.SystemRegistrationNamespace, aw.secretName, err)
-	}
-	return a, nil
-}
-
-// watch watches for the answer Secret by name: one request, answered the moment the
-// hub answers, where polling would ask every few seconds.
-func (aw *answerWait) watch(ctx context.Context) (*answer, error) {
-	values, secretName := aw.values, aw.secretName
-	secrets := aw.hub.CoreV1().Secrets(values.SystemRegistrationNamespace)
+// watch watches the request by name: one request, answered the moment the hub
+// answers, where polling would ask every few seconds.
+func (aw *answerWait) watch(ctx context.Context) (*fleet.ClusterRegistrationRequest, error) {
+	requests := aw.hub.FleetV1alpha1().ClusterRegistrationRequests(aw.namespace)
 	opts := metav1.ListOptions{
-		FieldSelector: fields.OneTermEqualSelector("metadata.name", secretName).String(),
-		// From the watch cache: a Secret that exists already is the first event.
+		FieldSelector: fields.OneTermEqualSelector("metadata.name", aw.name).String(),
+		// From the watch cache: the request as it is now is the first event.
 		ResourceVersion: "0",
 		TimeoutSeconds:  ptr.To(int64(watchTimeout.Seconds())),
 	}
 	for {
 		started := time.Now()
-		w, err := secrets.Watch(ctx, opts)
+		w, err := requests.Watch(ctx, opts)
 		switch {
 		case apierrors.IsForbidden(err):
 			aw.lastAnswer = err
@@ -506,22 +575,26 @@ func (aw *answerWait) watch(ctx context.Context) (*answer, error) {
 		case err != nil && ctx.Err() != nil:
 			return nil, ctx.Err()
 		case err != nil:
-			return nil, Explain("waiting for the answer to the registration request", values.APIServerURL, err)
+			return nil, Explain("waiting for the answer to the registration request", aw.url, err)
 		}
 		for event := range w.ResultChan() {
-			secret, ok := event.Object.(*corev1.Secret)
+			req, ok := event.Object.(*fleet.ClusterRegistrationRequest)
 			if event.Type == watch.Error || !ok {
 				aw.lastAnswer = apierrors.FromObject(event.Object)
 				continue
 			}
-			if (event.Type == watch.Added || event.Type == watch.Modified) && secret.Name == secretName {
+			if event.Type == watch.Deleted && req.Name == aw.name {
 				w.Stop()
-				return aw.decode(secret)
+				return nil, fmt.Errorf("ClusterRegistrationRequest %s/%s was deleted before the hub answered it", aw.namespace, aw.name)
+			}
+			if req.Name == aw.name && answered(req) {
+				w.Stop()
+				return req, nil
 			}
 		}
 		w.Stop()
 		if aw.lastAnswer == nil {
-			aw.lastAnswer = fmt.Errorf("no Secret %s/%s yet", values.SystemRegistrationNamespace, secretName)
+			aw.lastAnswer = fmt.Errorf("ClusterRegistrationRequest %s/%s not answered yet", aw.namespace, aw.name)
 		}
 		// The watch ended (its timeout, or the server closed it): start another, not
 		// at once if it ended early.
@@ -537,29 +610,32 @@ func (aw *answerWait) watch(ctx context.Context) (*answer, error) {
 	}
 }
 
-// poll fetches the answer Secret until it is there. Until then the token may not
-// read it (403) or it does not exist (404); the wait starts at 50ms and backs off to
-// 2s, so a prompt answer is picked up promptly without a fixed poll.
-func (aw *answerWait) poll(ctx context.Context) (*answer, error) {
-	values, secretName := aw.values, aw.secretName
+// poll gets the request until the hub has answered it. The wait starts at 50ms and
+// backs off to 2s, so a prompt answer is picked up promptly without a fixed poll.
+func (aw *answerWait) poll(ctx context.Context) (*fleet.ClusterRegistrationRequest, error) {
 	backoff := wait.Backoff{Duration: 50 * time.Millisecond, Factor: 1.5, Jitter: 0.2, Steps: math.MaxInt32, Cap: 2 * time.Second}
-	var a *answer
+	var got *fleet.ClusterRegistrationRequest
 	// DelayFunc keeps returning the cap once reached (Backoff.Step would stop there).
 	err := backoff.DelayFunc().Until(ctx, true, false, func(ctx context.Context) (bool, error) {
 		// ResourceVersion "0": the API server answers from its watch cache, not etcd;
 		// a poll a moment behind costs one more poll, not a quorum read per agent.
-		secret, err := aw.hub.CoreV1().Secrets(values.SystemRegistrationNamespace).Get(ctx, secretName, metav1.GetOptions{ResourceVersion: "0"})
+		req, err := aw.hub.FleetV1alpha1().ClusterRegistrationRequests(aw.namespace).Get(ctx, aw.name, metav1.GetOptions{ResourceVersion: "0"})
 		switch {
-		case apierrors.IsForbidden(err) || apierrors.IsNotFound(err):
+		case apierrors.IsForbidden(err):
 			aw.lastAnswer = err
 			return false, nil
+		case apierrors.IsNotFound(err):
+			return false, fmt.Errorf("ClusterRegistrationRequest %s/%s was deleted before the hub answered it", aw.namespace, aw.name)
 		case err != nil:
-			return false, Explain("waiting for the answer to the registration request", values.APIServerURL, err)
+			return false, Explain("waiting for the answer to the registration request", aw.url, err)
 		}
-		a, err = aw.decode(secret)
-		return err == nil, err
+		if !answered(req) {
+			return false, nil
+		}
+		got = req
+		return true, nil
 	})
-	return a, err
+	return got, err
 }
 
 // HubConfig is a client configuration for the hub at url, trusting ca (PEM or base64

@@ -12,9 +12,15 @@ import (
 // credential Secret, and what the agent keeps in its downstream fleet-agent Secret.
 // Both Secrets use the same keys.
 type Credential struct {
-	// Token is a bound ServiceAccount token of the cluster's identity.
+	// Token is a bound ServiceAccount token of the cluster's identity, on hubs that
+	// hand out tokens; empty when the identity is Certificate.
 	Token string
-	// Expires is when Token stops working.
+	// Certificate is the identity's x509 client certificate (PEM) for the agent's
+	// key, on hubs that sign them.
+	Certificate []byte
+	// RecoveryCertificate is the recovery identity's certificate for the same key.
+	RecoveryCertificate []byte
+	// Expires is when Token or Certificate stops working.
 	Expires time.Time
 	// RenewAfter is how long after it was issued the agent replaces Token; zero means
 	// when half its lifetime has passed.
@@ -65,12 +71,13 @@ const (
 	credRecoveryExpires     = "recoveryExpires"
 	credRecoveryLifetime    = "recoveryLifetime"
 	credKeyUnbound          = "keyUnbound"
+	credCertificate         = "certificate"
+	credRecoveryCertificate = "recoveryCertificate"
 )
 
 // SecretData encodes c for a Secret.
 func (c Credential) SecretData() map[string][]byte {
 	data := map[string][]byte{
-		credToken:               []byte(c.Token),
 		credExpires:             []byte(c.Expires.UTC().Format(time.RFC3339)),
 		credAPIServerURL:        []byte(c.APIServerURL),
 		credAPIServerCA:         c.APIServerCA,
@@ -78,6 +85,16 @@ func (c Credential) SecretData() map[string][]byte {
 		credClusterNamespace:    []byte(c.ClusterNamespace),
 		credDeploymentNamespace: []byte(c.DeploymentNamespace),
 		credClientID:            []byte(c.ClientID),
+	}
+	if c.Token != "" {
+		data[credToken] = []byte(c.Token)
+	}
+	if len(c.Certificate) > 0 {
+		data[credCertificate] = c.Certificate
+	}
+	if len(c.RecoveryCertificate) > 0 {
+		data[credRecoveryCertificate] = c.RecoveryCertificate
+		data[credRecoveryExpires] = []byte(c.RecoveryExpires.UTC().Format(time.RFC3339))
 	}
 	if c.RenewAfter > 0 {
 		data[credRenewAfter] = []byte(c.RenewAfter.String())
@@ -110,10 +127,15 @@ func CredentialFromSecretData(data map[string][]byte) (Credential, error) {
 		ClientID:            string(data[credClientID]),
 		RecoveryToken:       string(data[credRecoveryToken]),
 		KeyUnbound:          string(data[credKeyUnbound]) == "true",
+		Certificate:         data[credCertificate],
+		RecoveryCertificate: data[credRecoveryCertificate],
 	}
 	var missing []string
+	if c.Token == "" && len(c.Certificate) == 0 {
+		missing = append(missing, credToken+" or "+credCertificate)
+	}
 	for key, value := range map[string]string{
-		credToken: c.Token, credAPIServerURL: c.APIServerURL, credClusterName: c.ClusterName,
+		credAPIServerURL: c.APIServerURL, credClusterName: c.ClusterName,
 		credClusterNamespace: c.ClusterNamespace, credDeploymentNamespace: c.DeploymentNamespace,
 	} {
 		if value == "" {
@@ -152,10 +174,13 @@ func (c Credential) Expired(now time.Time) bool {
 	return !c.Expires.IsZero() && now.After(c.Expires)
 }
 
-// CanRecover says whether c holds a recovery token still valid at now.
+// CanRecover says whether c holds a recovery token or certificate still valid at now.
 func (c Credential) CanRecover(now time.Time) bool {
-	return c.RecoveryToken != "" && (c.RecoveryExpires.IsZero() || now.Before(c.RecoveryExpires))
+	return (c.RecoveryToken != "" || len(c.RecoveryCertificate) > 0) && (c.RecoveryExpires.IsZero() || now.Before(c.RecoveryExpires))
 }
+
+// HasCertificate says whether c's identity is a client certificate.
+func (c Credential) HasCertificate() bool { return len(c.Certificate) > 0 }
 
 // Lifetime is how long the token lasts from its issue, for asking for the next one.
 func (c Credential) Lifetime() time.Duration {

@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/flotilla/flotilla/pkg/names"
 )
@@ -23,6 +24,14 @@ import (
 // bound to. A Cluster that was deleted (with its namespace and recovery
 // ServiceAccount) or whose recovery ServiceAccount an admin deleted never comes back
 // this way.
+
+// The purposes of a request an agent makes in its per-cluster namespace
+// (names.RequestPurposeAnnotation): they change nothing but the event the Cluster
+// records.
+const (
+	PurposeRenew   = "renew"
+	PurposeRecover = "recover"
+)
 
 // ErrNoRecovery says an expired identity cannot be recovered without a person.
 type ErrNoRecovery struct{ Why string }
@@ -42,7 +51,11 @@ func Recover(ctx context.Context, d Downstream, cred Credential, log logrus.Fiel
 	if !found {
 		return nil, &ErrNoRecovery{Why: "the agent's key is gone from Secret " + d.Namespace + "/" + names.AgentIdentitySecret + ", so it cannot prove it is this cluster; " + cred.ExpiredAdvice()}
 	}
-	renewed, err := proveKey(ctx, d, cred, key, log, "The cluster's identity expired; asked the hub for a new one, proving the agent's key")
+	cfg, err := recoveryConfig(cred, key)
+	if err != nil {
+		return nil, err
+	}
+	renewed, err := proveKey(ctx, d, cred, key, cfg, PurposeRecover, log, "The cluster's identity expired; asked the hub for a new one, proving the agent's key")
 	if denied(err) {
 		return nil, noRecovery(cred, err)
 	}
@@ -53,13 +66,14 @@ func Recover(ctx context.Context, d Downstream, cred Credential, log logrus.Fiel
 	return renewed, nil
 }
 
-// proveKey asks the hub, with cred's recovery token, for a new identity of cred's
-// Cluster in a request signed by key, and stores what it is given downstream. The
-// recovery token stays the one cred has; the next renewal refreshes it. It returns
-// a *deniedError when the hub refuses the request's creation and a *RefusedError when
-// it refuses the request.
-func proveKey(ctx context.Context, d Downstream, cred Credential, key AgentKey, log logrus.FieldLogger, asked string) (*Credential, error) {
-	hub, err := newExchange(cred.APIServerURL, string(cred.APIServerCA), cred.RecoveryToken, cred.DeploymentNamespace)
+// proveKey asks the hub for a new identity of cred's Cluster in a request signed by
+// key, made in the cluster's per-cluster namespace as the client cfg authenticates
+// (the cluster's identity or recovery certificate, or its recovery token), and stores
+// what it is given downstream. A token credential keeps cred's recovery token; the
+// next renewal refreshes it. It returns a *deniedError when the hub refuses the
+// request's creation and a *RefusedError when it refuses the request.
+func proveKey(ctx context.Context, d Downstream, cred Credential, key AgentKey, cfg *rest.Config, purpose string, log logrus.FieldLogger, asked string) (*Credential, error) {
+	hub, err := newExchange(cfg, cred.DeploymentNamespace)
 	if err != nil {
 		return nil, err
 	}
@@ -67,26 +81,43 @@ func proveKey(ctx context.Context, d Downstream, cred Credential, key AgentKey, 
 	if err != nil {
 		return nil, err
 	}
+	request.Annotations = map[string]string{names.RequestPurposeAnnotation: purpose}
 	created, err := hub.fleet.FleetV1alpha1().ClusterRegistrationRequests(cred.DeploymentNamespace).Create(ctx, request, metav1.CreateOptions{})
 	if apierrors.IsUnauthorized(err) || apierrors.IsForbidden(err) {
 		return nil, &deniedError{err: err}
 	}
 	if err != nil {
-		return nil, Explain("asking the hub for a new identity with the recovery credential", cred.APIServerURL, err)
+		return nil, Explain("asking the hub for a new identity", cred.APIServerURL, err)
 	}
-	log.WithField("request", cred.DeploymentNamespace+"/"+created.Name).Info(asked)
+	log.WithField("request", cred.DeploymentNamespace+"/"+created.Name).Debug(asked)
 
-	renewed, err := hub.answer(ctx, request, opener)
+	renewed, err := hub.answer(ctx, request, opener, key, cred)
 	if err != nil {
 		return nil, err
 	}
 	renewed.ClientID = cred.ClientID
-	renewed.RecoveryToken, renewed.RecoveryExpires = cred.RecoveryToken, cred.RecoveryExpires
+	if !renewed.HasCertificate() {
+		renewed.RecoveryToken, renewed.RecoveryExpires = cred.RecoveryToken, cred.RecoveryExpires
+	}
 	if err := d.StoreIdentity(ctx, renewed); err != nil {
 		return nil, err
 	}
-	hub.pickedUp(ctx, request, log)
+	hub.pickedUp(ctx, request, renewed, log)
 	return &renewed, nil
+}
+
+// recoveryConfig is a client of the hub as cred's recovery identity.
+func recoveryConfig(cred Credential, key AgentKey) (*rest.Config, error) {
+	if len(cred.RecoveryCertificate) == 0 {
+		return HubConfig(cred.APIServerURL, string(cred.APIServerCA), cred.RecoveryToken)
+	}
+	as := cred
+	as.Certificate = cred.RecoveryCertificate
+	auth, err := NewHubAuth(as, key)
+	if err != nil {
+		return nil, err
+	}
+	return as.ClientConfig(auth)
 }
 
 // deniedError is the hub's API refusing the recovery credential.
@@ -135,7 +166,7 @@ func Claim(ctx context.Context, d Downstream, cred Credential, log logrus.FieldL
 	if err != nil {
 		return nil, err
 	}
-	identity, err := newExchange(cred.APIServerURL, string(cred.APIServerCA), cred.Token, cred.DeploymentNamespace)
+	identity, err := tokenExchange(cred.APIServerURL, string(cred.APIServerCA), cred.Token, cred.DeploymentNamespace)
 	if err != nil {
 		return nil, err
 	}
@@ -147,7 +178,11 @@ func Claim(ctx context.Context, d Downstream, cred Credential, log logrus.FieldL
 	if err != nil {
 		return nil, err
 	}
-	claimed, err := proveKey(ctx, d, withRecovery, key, log, "Binding the agent's key to the Cluster Fleet's agent registered")
+	recovery, err := recoveryConfig(withRecovery, key)
+	if err != nil {
+		return nil, err
+	}
+	claimed, err := proveKey(ctx, d, withRecovery, key, recovery, PurposeRecover, log, "Binding the agent's key to the Cluster Fleet's agent registered")
 	if denied(err) {
 		return nil, &ErrNoClaim{Why: fmt.Sprintf("the hub refused to bind this agent's key to Cluster %s/%s (%v): it carries on with the credential Fleet's agent had", cred.ClusterNamespace, cred.ClusterName, err)}
 	}
@@ -155,8 +190,13 @@ func Claim(ctx context.Context, d Downstream, cred Credential, log logrus.FieldL
 		return nil, err
 	}
 	// A recovery token of the hub's lifetime, so that the agent can come back by itself
-	// from the start; failing that, the first renewal gets one.
-	if current, err := newExchange(claimed.APIServerURL, string(claimed.APIServerCA), claimed.Token, claimed.DeploymentNamespace); err == nil {
+	// from the start; failing that, the first renewal gets one. A certificate identity
+	// came with its recovery certificate.
+	if claimed.HasCertificate() {
+		log.WithField("expires", claimed.Expires.UTC().Format(time.RFC3339)).Info("The agent's key is bound to the Cluster; Fleet's agent's credential is replaced")
+		return claimed, nil
+	}
+	if current, err := tokenExchange(claimed.APIServerURL, string(claimed.APIServerCA), claimed.Token, claimed.DeploymentNamespace); err == nil {
 		if refreshed, changed, err := refreshRecovery(ctx, current.kube, *claimed); err != nil {
 			log.WithError(err).Warn("Could not get a recovery credential; the first renewal will")
 		} else if changed {

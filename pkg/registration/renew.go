@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/transport"
 
 	"github.com/flotilla/flotilla/pkg/names"
 )
@@ -43,18 +42,6 @@ func (t *TokenSource) Set(token string) {
 	t.mu.Unlock()
 }
 
-// ClientConfig is a client configuration for the hub as the cluster identity of c,
-// taking its token from ts.
-func (c Credential) ClientConfig(ts *TokenSource) *rest.Config {
-	return &rest.Config{
-		Host:            c.APIServerURL,
-		TLSClientConfig: rest.TLSClientConfig{CAData: c.APIServerCA},
-		WrapTransport:   transport.TokenSourceWrapTransport(ts),
-		UserAgent:       "flotilla-agent",
-		Timeout:         30 * time.Second,
-	}
-}
-
 // ExpiredAdvice tells the user what to do about an identity that expired while the
 // agent could not renew it.
 func (c Credential) ExpiredAdvice() string {
@@ -65,14 +52,17 @@ func (c Credential) ExpiredAdvice() string {
 		c.ClusterNamespace, c.ClusterName, c.Expires.UTC().Format(time.RFC3339), c.ClusterNamespace, names.SystemNamespace)
 }
 
-// Renewer replaces an agent's identity token before it expires, using the identity
-// itself (a TokenRequest for its own ServiceAccount, which is all its RBAC allows),
-// and stores each new token downstream.
+// Renewer replaces an agent's identity before it expires, using the identity itself,
+// and stores each new one downstream: a certificate identity asks for the next with a
+// request signed by the agent's key in its per-cluster namespace; a token identity
+// makes a TokenRequest for its own ServiceAccount, which is all its RBAC allows.
 type Renewer struct {
 	Downstream Downstream
 	Hub        kubernetes.Interface
-	Tokens     *TokenSource
-	Log        logrus.FieldLogger
+	// HubConfig is the client configuration of Hub, authenticated by Auth.
+	HubConfig *rest.Config
+	Auth      *HubAuth
+	Log       logrus.FieldLogger
 	// OnRenew, if set, is called with each renewed credential.
 	OnRenew func(Credential)
 }
@@ -105,7 +95,9 @@ func (r *Renewer) renewWithRetry(ctx context.Context, cred Credential) (Credenti
 			// only a person helps (a new bootstrap Secret starts a new session).
 			recovered, recoverErr := Recover(ctx, r.Downstream, cred, r.Log)
 			if recoverErr == nil {
-				r.Tokens.Set(recovered.Token)
+				if err := r.Auth.Set(*recovered); err != nil {
+					r.Log.WithError(err).Error("Cannot use the recovered identity")
+				}
 				if r.OnRenew != nil {
 					r.OnRenew(*recovered)
 				}
@@ -129,6 +121,9 @@ func (r *Renewer) renewWithRetry(ctx context.Context, cred Credential) (Credenti
 }
 
 func (r *Renewer) renew(ctx context.Context, cred Credential) (Credential, error) {
+	if cred.HasCertificate() {
+		return r.renewCertificate(ctx, cred)
+	}
 	seconds := cred.RequestSeconds()
 	tr, err := r.Hub.CoreV1().ServiceAccounts(cred.DeploymentNamespace).CreateToken(ctx, names.AgentIdentityServiceAccount,
 		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &seconds}}, metav1.CreateOptions{})
@@ -146,7 +141,9 @@ func (r *Renewer) renew(ctx context.Context, cred Credential) (Credential, error
 	}
 	// The new token is used at once; storing it is retried by the next renewal if the
 	// downstream API is briefly unavailable.
-	r.Tokens.Set(renewed.Token)
+	if err := r.Auth.Set(renewed); err != nil {
+		return cred, err
+	}
 	if err := r.Downstream.StoreIdentity(ctx, renewed); err != nil {
 		r.Log.WithError(err).Warn("Renewed the cluster credential but could not store it downstream")
 	}
@@ -156,6 +153,31 @@ func (r *Renewer) renew(ctx context.Context, cred Credential) (Credential, error
 		r.OnRenew(renewed)
 	}
 	return renewed, nil
+}
+
+// renewCertificate asks for the next certificates with a request signed by the
+// agent's key, as the current identity, and uses them at once.
+func (r *Renewer) renewCertificate(ctx context.Context, cred Credential) (Credential, error) {
+	key, found, err := r.Downstream.existingKey(ctx)
+	if err != nil {
+		return cred, err
+	}
+	if !found {
+		return cred, fmt.Errorf("the agent's key is gone from Secret %s/%s", r.Downstream.Namespace, names.AgentIdentitySecret)
+	}
+	renewed, err := proveKey(ctx, r.Downstream, cred, key, r.HubConfig, PurposeRenew, r.Log, "Asked the hub for the next identity certificate")
+	if err != nil {
+		return cred, err
+	}
+	if err := r.Auth.Set(*renewed); err != nil {
+		return cred, err
+	}
+	r.Log.WithFields(logrus.Fields{"expires": renewed.Expires.UTC().Format(time.RFC3339), "next": renewed.RenewAt().UTC().Format(time.RFC3339)}).
+		Info("Renewed the cluster credential")
+	if r.OnRenew != nil {
+		r.OnRenew(*renewed)
+	}
+	return *renewed, nil
 }
 
 // sleepUntil waits until t or ctx's end, and says whether t was reached.

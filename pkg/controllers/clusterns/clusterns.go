@@ -4,13 +4,16 @@ package clusterns
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"sync"
 
 	corecontrollers "github.com/rancher/wrangler/v3/pkg/generated/controllers/core/v1"
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	fleet "github.com/flotilla/flotilla/pkg/apis/fleet.cattle.io/v1alpha1"
 	"github.com/flotilla/flotilla/pkg/controllers/recent"
@@ -22,6 +25,9 @@ type Ensurer struct {
 	Namespaces corecontrollers.NamespaceController
 	// created remembers the namespaces this process created, until the cache shows them.
 	created recent.Created
+	// keys is the agent key each namespace this hub made (or annotated) a moment ago
+	// names, for while the cache does not show it yet.
+	keys sync.Map
 }
 
 // Register forgets a per-cluster namespace's creation when the namespace is deleted,
@@ -30,6 +36,7 @@ func (e *Ensurer) Register(ctx context.Context) {
 	e.Namespaces.OnChange(ctx, "cluster-namespace-deleted", func(name string, ns *corev1.Namespace) (*corev1.Namespace, error) {
 		if ns == nil {
 			e.created.Forget(name)
+			e.keys.Delete(name)
 		}
 		return ns, nil
 	})
@@ -94,19 +101,52 @@ func Owns(ns *corev1.Namespace, cluster *fleet.Cluster) bool {
 // Ensure creates the per-cluster namespace of cluster if it does not exist. It returns
 // a *NotOwnedError if a namespace of that name exists that is not the Cluster's.
 func (e *Ensurer) Ensure(ctx context.Context, cluster *fleet.Cluster) error {
+	_, err := e.ensure(cluster)
+	return err
+}
+
+// EnsureKey ensures the per-cluster namespace of cluster, as Ensure does, and that it
+// names the agent key fingerprint (names.AgentKeyAnnotation): the API server's
+// identity authorizer accepts a cluster's certificates only for the key its
+// namespace names. A namespace made for a Cluster that records its key already names
+// it, so a new cluster costs no write here.
+func (e *Ensurer) EnsureKey(ctx context.Context, cluster *fleet.Cluster, fingerprint string) error {
+	has, err := e.ensure(cluster)
+	if err != nil || has == fingerprint {
+		return err
+	}
+	name := Name(cluster)
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{names.AgentKeyAnnotation: fingerprint}}})
+	if err != nil {
+		return err
+	}
+	if _, err := e.Namespaces.Patch(name, types.MergePatchType, patch); err != nil {
+		return fmt.Errorf("recording the agent key on namespace %s: %w", name, err)
+	}
+	e.keys.Store(name, fingerprint)
+	return nil
+}
+
+// ensure makes the namespace exist and returns the key it names, as far as the hub
+// knows.
+func (e *Ensurer) ensure(cluster *fleet.Cluster) (string, error) {
 	name := Name(cluster)
 	if ns, err := e.Namespaces.Cache().Get(name); err == nil {
 		e.created.Forget(name)
+		e.keys.Delete(name)
 		if !Owns(ns, cluster) {
-			return &NotOwnedError{Namespace: name, Cluster: cluster}
+			return "", &NotOwnedError{Namespace: name, Cluster: cluster}
 		}
-		return nil
+		return ns.Annotations[names.AgentKeyAnnotation], nil
 	}
 	defer e.created.Lock(name)()
 	if e.created.Has(name) {
-		return nil
+		key, _ := e.keys.Load(name)
+		has, _ := key.(string)
+		return has, nil
 	}
-	_, err := e.Namespaces.Create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+	key := cluster.Annotations[names.AgentKeyAnnotation]
+	namespace := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
 		Name: name,
 		Labels: map[string]string{
 			names.ManagedLabel:          "true",
@@ -114,21 +154,27 @@ func (e *Ensurer) Ensure(ctx context.Context, cluster *fleet.Cluster) error {
 			names.ClusterNamespaceLabel: cluster.Namespace,
 			names.ClusterUIDLabel:       string(cluster.UID),
 		},
-	}})
+	}}
+	if key != "" {
+		namespace.Annotations = map[string]string{names.AgentKeyAnnotation: key}
+	}
+	_, err := e.Namespaces.Create(namespace)
 	if apierrors.IsAlreadyExists(err) {
 		// Made since the cache looked: by this hub a moment ago, or by someone else.
 		ns, err := e.Namespaces.Get(name, metav1.GetOptions{})
 		if err != nil {
-			return fmt.Errorf("reading namespace %s for Cluster %s/%s: %w", name, cluster.Namespace, cluster.Name, err)
+			return "", fmt.Errorf("reading namespace %s for Cluster %s/%s: %w", name, cluster.Namespace, cluster.Name, err)
 		}
 		if !Owns(ns, cluster) {
-			return &NotOwnedError{Namespace: name, Cluster: cluster}
+			return "", &NotOwnedError{Namespace: name, Cluster: cluster}
 		}
+		key = ns.Annotations[names.AgentKeyAnnotation]
 	} else if err != nil {
-		return fmt.Errorf("creating namespace %s for Cluster %s/%s: %w", name, cluster.Namespace, cluster.Name, err)
+		return "", fmt.Errorf("creating namespace %s for Cluster %s/%s: %w", name, cluster.Namespace, cluster.Name, err)
 	}
 	e.created.Mark(name)
-	return nil
+	e.keys.Store(name, key)
+	return key, nil
 }
 
 // Delete deletes cluster's per-cluster namespace if it is the Cluster's (Owns), and

@@ -57,9 +57,15 @@ type Settings struct {
 	// APIServerAuthorizesIdentities says that the API server authorizes cluster
 	// identities itself, so the hub creates no RBAC objects for them.
 	APIServerAuthorizesIdentities bool
-	// RecoveryTTL is the lifetime agents ask for their recovery token; zero hands
-	// out none (an agent whose identity expired then needs a person).
+	// RecoveryTTL is the lifetime agents ask for their recovery token, or of the
+	// recovery certificate the hub signs; zero hands out none (an agent whose
+	// identity expired then needs a person).
 	RecoveryTTL time.Duration
+	// Signer, when set, signs cluster identities as x509 client certificates for
+	// the agents' keys, with a CA the API server trusts; used where the API server
+	// also authorizes cluster identities itself (APIServerAuthorizesIdentities).
+	// Otherwise, and for Fleet's agent, identities are ServiceAccount tokens.
+	Signer *registration.IdentitySigner
 	// RequestRetention is how long an answered request is kept, for people to read
 	// the answer, before it is deleted with its answer Secret.
 	RequestRetention time.Duration
@@ -225,7 +231,7 @@ func (h *handler) answer(k kind, req *fleet.ClusterRegistrationRequest) (*fleet.
 		return req, h.expire(k, req, c)
 	}
 	log := logrus.WithFields(logrus.Fields{"request": req.Namespace + "/" + req.Name, "kind": k.name, "clientID": req.Spec.ClientID})
-	clusterName, err := h.grant(context.Background(), k, req, log)
+	clusterName, identity, err := h.grant(context.Background(), k, req, log)
 	var refused *refusal
 	if errors.As(err, &refused) {
 		log.WithField("reason", refused.reason).Warn("Refused the registration: " + refused.message)
@@ -235,11 +241,10 @@ func (h *handler) answer(k kind, req *fleet.ClusterRegistrationRequest) (*fleet.
 			h.events.Eventf(refused.cluster, corev1.EventTypeWarning, "RegistrationRefused",
 				"%s %s refused (%s): %s", k.name, req.Name, refused.reason, refused.message)
 		}
-		if err := h.writeRefusal(k, req, refused); err != nil {
-			return req, err
-		}
 		updated := req.DeepCopy()
-		conditions.Set(&updated.Status.Conditions, fleet.ConditionReady, corev1.ConditionFalse, refused.reason, refused.message)
+		// What the agent reads: the token holder learns no other Cluster's name or key.
+		// The events say the rest.
+		conditions.Set(&updated.Status.Conditions, fleet.ConditionReady, corev1.ConditionFalse, refused.reason, refused.answerText())
 		return k.store.updateStatus(updated)
 	}
 	if err != nil {
@@ -248,6 +253,7 @@ func (h *handler) answer(k kind, req *fleet.ClusterRegistrationRequest) (*fleet.
 	updated := req.DeepCopy()
 	updated.Status.Granted = true
 	updated.Status.ClusterName = clusterName
+	updated.Status.Identity = identity
 	conditions.Set(&updated.Status.Conditions, fleet.ConditionReady, corev1.ConditionTrue, "", "")
 	updated, err = k.store.updateStatus(updated)
 	if err != nil {
@@ -260,23 +266,24 @@ func (h *handler) answer(k kind, req *fleet.ClusterRegistrationRequest) (*fleet.
 	return updated, h.removeOlderRequests(k, updated)
 }
 
-// grant does the work of granting req and returns the Cluster's name.
-func (h *handler) grant(ctx context.Context, k kind, req *fleet.ClusterRegistrationRequest, log logrus.FieldLogger) (string, error) {
+// grant does the work of granting req and returns the Cluster's name and, for a
+// certificate identity, the identity.
+func (h *handler) grant(ctx context.Context, k kind, req *fleet.ClusterRegistrationRequest, log logrus.FieldLogger) (string, *fleet.ClusterIdentity, error) {
 	if k.unkeyed && !h.settings.FleetAgents {
-		return "", refuse("FleetAgentsRefused", "this hub does not register clusters with Fleet's agent (--fleet-agents=false); install Flotilla's fleet-agent chart with the token's values.yaml")
+		return "", nil, refuse("FleetAgentsRefused", "this hub does not register clusters with Fleet's agent (--fleet-agents=false); install Flotilla's fleet-agent chart with the token's values.yaml")
 	}
 	tokenName := req.Labels[names.RegistrationTokenLabel]
 	if recovering := h.clusterOwning(req.Namespace); recovering != nil && tokenName == "" && !k.unkeyed {
 		return h.recover(ctx, req, recovering)
 	}
 	if tokenName == "" {
-		return "", refuse("MissingToken", "the request does not name the token it was made with (label %s)", names.RegistrationTokenLabel)
+		return "", nil, refuse("MissingToken", "the request does not name the token it was made with (label %s)", names.RegistrationTokenLabel)
 	}
 	token, err := h.tokens.Cache().Get(req.Namespace, tokenName)
 	if apierrors.IsNotFound(err) {
-		return "", refuse("TokenNotFound", "ClusterRegistrationToken %s/%s does not exist (expired or deleted)", req.Namespace, tokenName)
+		return "", nil, refuse("TokenNotFound", "ClusterRegistrationToken %s/%s does not exist (expired or deleted)", req.Namespace, tokenName)
 	} else if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	bound := token.Labels[names.ClusterLabel]
 	if bound != "" {
@@ -284,12 +291,12 @@ func (h *handler) grant(ctx context.Context, k kind, req *fleet.ClusterRegistrat
 		// admin to let it register again) registers that Cluster only.
 		cluster, err := h.clusters.Cache().Get(req.Namespace, bound)
 		if err != nil || cluster.Spec.ClientID != req.Spec.ClientID {
-			return "", refuse("TokenBoundToCluster", "token %s/%s registers Cluster %s only, whose clientID differs", req.Namespace, tokenName, bound)
+			return "", nil, refuse("TokenBoundToCluster", "token %s/%s registers Cluster %s only, whose clientID differs", req.Namespace, tokenName, bound)
 		}
 	}
 	if !k.unkeyed {
 		if err := verify(req); err != nil {
-			return "", err
+			return "", nil, err
 		}
 	}
 	judge := func(cluster *fleet.Cluster) error {
@@ -304,93 +311,187 @@ func (h *handler) grant(ctx context.Context, k kind, req *fleet.ClusterRegistrat
 	// A request refused for its key takes no place on its token: judged first
 	// against the Cluster the cache has, and again against the one it registers into.
 	if cached, err := h.cachedCluster(req); err != nil {
-		return "", err
+		return "", nil, err
 	} else if cached != nil {
 		if err := judge(cached); err != nil {
-			return "", err
+			return "", nil, err
 		}
 	}
 	if err := h.countRegistration(token, req.Spec.ClientID); err != nil {
-		return "", err
+		return "", nil, err
 	}
 	cluster, existed, err := h.clusterFor(ctx, k, req, log)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	if err := judge(cluster); err != nil {
-		return "", err
+		return "", nil, err
 	}
 	if !k.unkeyed {
 		if cluster, err = h.recordKey(cluster, req, existed); err != nil {
-			return "", err
+			return "", nil, err
 		}
 	}
-	if err := h.issue(ctx, k, req, cluster, existed); err != nil {
-		return "", err
+	identity, err := h.issue(ctx, k, req, cluster, existed)
+	if err != nil {
+		return "", nil, err
 	}
 	if existed {
 		if err := h.sweepCredentials(req.Spec.ClientID, req.Name); err != nil {
-			return "", err
+			return "", nil, err
 		}
 		// The one registration event on the Cluster itself: a new credential replaced
 		// the one its agent had (a reinstall, or an agent that lost its identity).
 		h.events.Eventf(cluster, corev1.EventTypeNormal, "Reregistered",
 			"The agent registered again (%s %s, token %s); the credentials it had before were revoked", k.name, req.Name, tokenName)
 	}
-	return cluster.Name, nil
+	return cluster.Name, identity, nil
 }
 
-// recover answers a recovery request: made in the per-cluster namespace of cluster by
-// its recovery ServiceAccount, for an agent whose identity expired. It is granted
-// only when signed by the key the Cluster is bound to, after the last request that
-// key signed; it never creates or claims a Cluster.
-func (h *handler) recover(ctx context.Context, req *fleet.ClusterRegistrationRequest, cluster *fleet.Cluster) (string, error) {
+// recover answers a request made in the per-cluster namespace of cluster, by its own
+// identity (a certificate identity renewing itself) or its recovery identity (an
+// agent whose identity expired). It is granted only when signed by the key the
+// Cluster is bound to, after the last request that key signed; it never creates or
+// claims a Cluster.
+func (h *handler) recover(ctx context.Context, req *fleet.ClusterRegistrationRequest, cluster *fleet.Cluster) (string, *fleet.ClusterIdentity, error) {
 	if err := verify(req); err != nil {
-		return "", err
+		return "", nil, err
 	}
 	if req.Spec.ClientID != cluster.Spec.ClientID {
-		return "", refuse("ClientIDMismatch", "Cluster %s/%s, whose namespace this is, has another clientID", cluster.Namespace, cluster.Name)
+		return "", nil, refuse("ClientIDMismatch", "Cluster %s/%s, whose namespace this is, has another clientID", cluster.Namespace, cluster.Name)
 	}
-	if h.settings.RecoveryTTL <= 0 {
-		return "", refuse("RecoveryDisabled", "the hub recovers no expired identities (--cluster-recovery-ttl 0); register the cluster again with a ClusterRegistrationToken")
+	renewal := req.Annotations[names.RequestPurposeAnnotation] == registration.PurposeRenew && h.certificates()
+	if h.settings.RecoveryTTL <= 0 && !renewal {
+		return "", nil, refuse("RecoveryDisabled", "the hub recovers no expired identities (--cluster-recovery-ttl 0); register the cluster again with a ClusterRegistrationToken")
 	}
-	// The API server may still accept a deleted ServiceAccount's token for a few
-	// seconds: an admin's revocation holds from the moment of the delete.
-	_, err := h.kube.CoreV1().ServiceAccounts(req.Namespace).Get(ctx, names.AgentRecoveryServiceAccount, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return "", &refusal{reason: "RecoveryRevoked", cluster: cluster, message: fmt.Sprintf(
-			"the recovery ServiceAccount of Cluster %s/%s is gone (revoked); register the cluster again with a ClusterRegistrationToken", cluster.Namespace, cluster.Name)}
-	} else if err != nil {
-		return "", err
+	if err := h.recoveryRevoked(ctx, req.Namespace, cluster); err != nil {
+		return "", nil, err
 	}
-	// Only the cluster's own identity and recovery ServiceAccounts may create requests
-	// in its namespace: a Cluster with no key yet (registered before agent keys) is
-	// claimed here by its own agent.
+	// Only the cluster's own identities may create requests in its namespace: a
+	// Cluster with no key yet (registered before agent keys) is claimed here by its
+	// own agent.
 	if err := judgeKey(cluster, req, false); err != nil {
-		return "", err
+		return "", nil, err
 	}
 	bound := recordOf(cluster).Fingerprint == ""
-	cluster, err = h.recordKey(cluster, req, true)
+	cluster, err := h.recordKey(cluster, req, true)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
-	if err := h.issue(ctx, h.signed, req, cluster, true); err != nil {
-		return "", err
+	identity, err := h.issue(ctx, h.signed, req, cluster, true)
+	if err != nil {
+		return "", nil, err
 	}
-	if bound {
+	switch {
+	case bound:
 		h.events.Eventf(cluster, corev1.EventTypeNormal, "KeyBound",
 			"The agent bound its key to the Cluster, which had none (registered by Fleet's agent, or before agent keys), and got a new identity (ClusterRegistrationRequest %s/%s); the credentials it had before were revoked",
 			req.Namespace, req.Name)
-	} else {
+	case renewal:
+		// A renewal is routine: the request's status says it.
+	default:
 		h.events.Eventf(cluster, corev1.EventTypeNormal, "Recovered",
 			"The agent proved its key and got a new identity (ClusterRegistrationRequest %s/%s); the credentials it had before were revoked", req.Namespace, req.Name)
 	}
-	return cluster.Name, nil
+	return cluster.Name, identity, nil
 }
 
-// issue gives cluster a new identity for req and answers req with it: sealed, or in
-// the clear to Fleet's agent, which cannot open a sealed answer.
-func (h *handler) issue(ctx context.Context, k kind, req *fleet.ClusterRegistrationRequest, cluster *fleet.Cluster, existed bool) error {
+// recoveryRevoked refuses a request from a cluster whose identity is a
+// ServiceAccount token and whose recovery ServiceAccount an admin deleted: the API
+// server may still accept a deleted ServiceAccount's token for a few seconds, and
+// the revocation holds from the moment of the delete. A cluster whose identity is a
+// certificate has neither ServiceAccount; the API server's identity authorizer
+// refuses its certificates once it is revoked.
+func (h *handler) recoveryRevoked(ctx context.Context, namespace string, cluster *fleet.Cluster) error {
+	sas := h.kube.CoreV1().ServiceAccounts(namespace)
+	_, err := sas.Get(ctx, names.AgentRecoveryServiceAccount, metav1.GetOptions{})
+	if err == nil || !apierrors.IsNotFound(err) {
+		return err
+	}
+	if h.certificates() {
+		if _, err := sas.Get(ctx, names.AgentIdentityServiceAccount, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+			return nil
+		} else if err != nil {
+			return err
+		}
+	}
+	return &refusal{reason: "RecoveryRevoked", cluster: cluster, message: fmt.Sprintf(
+		"the recovery ServiceAccount of Cluster %s/%s is gone (revoked); register the cluster again with a ClusterRegistrationToken", cluster.Namespace, cluster.Name)}
+}
+
+// certificates says whether the hub gives Flotilla's agents certificate identities.
+func (h *handler) certificates() bool {
+	return h.settings.Signer != nil && h.settings.APIServerAuthorizesIdentities
+}
+
+// issue gives cluster a new identity for req and answers req with it: certificates
+// for the request's key, returned for the request's status, or a token, sealed (or
+// in the clear to Fleet's agent, which cannot open a sealed answer) in a Secret.
+func (h *handler) issue(ctx context.Context, k kind, req *fleet.ClusterRegistrationRequest, cluster *fleet.Cluster, existed bool) (*fleet.ClusterIdentity, error) {
+	if !k.unkeyed && h.certificates() {
+		return h.issueCertificates(ctx, req, cluster, existed)
+	}
+	return nil, h.issueToken(ctx, k, req, cluster, existed)
+}
+
+// issueCertificates signs the identity and recovery certificates of cluster for
+// req's key, after making its namespace name that key, which revokes every
+// certificate for another key. A cluster registered with a token before has its
+// ServiceAccounts deleted, which revokes those tokens.
+func (h *handler) issueCertificates(ctx context.Context, req *fleet.ClusterRegistrationRequest, cluster *fleet.Cluster, existed bool) (*fleet.ClusterIdentity, error) {
+	clusterNS := clusterns.Name(cluster)
+	var notOwned *clusterns.NotOwnedError
+	if err := h.namespaces.EnsureKey(ctx, cluster, registration.Fingerprint(req.Spec.PublicKey)); errors.As(err, &notOwned) {
+		return nil, &refusal{reason: clusterns.ReasonNotOwned, cluster: cluster, message: notOwned.Error()}
+	} else if err != nil {
+		return nil, err
+	}
+	if existed {
+		if err := h.revokeTokens(ctx, clusterNS); err != nil {
+			return nil, err
+		}
+	}
+	now := time.Now()
+	cert, err := h.settings.Signer.Issue(req.Spec.PublicKey, clusterNS, false, h.settings.ClusterTokenTTL, now)
+	if err != nil {
+		return nil, refuse("InvalidSignature", "%v", err)
+	}
+	identity := &fleet.ClusterIdentity{Certificate: string(cert), DeploymentNamespace: clusterNS}
+	if h.settings.RecoveryTTL > 0 {
+		recovery, err := h.settings.Signer.Issue(req.Spec.PublicKey, clusterNS, true, h.settings.RecoveryTTL, now)
+		if err != nil {
+			return nil, refuse("InvalidSignature", "%v", err)
+		}
+		identity.RecoveryCertificate = string(recovery)
+	}
+	if h.settings.AgentTokenRenewAfter > 0 {
+		identity.RenewAfter = &metav1.Duration{Duration: h.settings.AgentTokenRenewAfter}
+	}
+	return identity, nil
+}
+
+// revokeTokens deletes the identity and recovery ServiceAccounts of a cluster that
+// had token identities, if there are any.
+func (h *handler) revokeTokens(ctx context.Context, clusterNS string) error {
+	sas := h.kube.CoreV1().ServiceAccounts(clusterNS)
+	for _, name := range []string{names.AgentIdentityServiceAccount, names.AgentRecoveryServiceAccount} {
+		sa, err := sas.Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			continue
+		} else if err != nil {
+			return err
+		}
+		uid := sa.UID
+		if err := sas.Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("revoking the token identity %s/%s: %w", clusterNS, name, err)
+		}
+	}
+	return nil
+}
+
+// issueToken gives cluster a new ServiceAccount token identity for req and answers
+// req with it in a Secret.
+func (h *handler) issueToken(ctx context.Context, k kind, req *fleet.ClusterRegistrationRequest, cluster *fleet.Cluster, existed bool) error {
 	clusterNS := clusterns.Name(cluster)
 	var notOwned *clusterns.NotOwnedError
 	if err := h.namespaces.Ensure(ctx, cluster); errors.As(err, &notOwned) {
@@ -464,12 +565,20 @@ func (h *handler) expire(k kind, req *fleet.ClusterRegistrationRequest, answered
 		k.store.enqueueAfter(req.Namespace, req.Name, left)
 		return nil
 	}
-	if err := h.deleteAnswer(answerNamespace(req), k.answerName(req), req.Name); err != nil {
-		return err
+	if hasAnswerSecret(k, req) {
+		if err := h.deleteAnswer(answerNamespace(req), k.answerName(req), req.Name); err != nil {
+			return err
+		}
 	}
 	uid := req.UID
 	err := k.store.delete(req.Namespace, req.Name, &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
 	return ignoreNotFound(err)
+}
+
+// hasAnswerSecret says whether the hub answered req, of kind k, with a Secret: a
+// token credential. Certificates and refusals are answered in the request's status.
+func hasAnswerSecret(k kind, req *fleet.ClusterRegistrationRequest) bool {
+	return req.Status.Granted && (k.unkeyed || req.Status.Identity == nil)
 }
 
 // deleteAnswer deletes the answer Secret namespace/name if it was written for the
@@ -482,25 +591,6 @@ func (h *handler) deleteAnswer(namespace, name, request string) error {
 	}
 	uid := secret.UID
 	return ignoreNotFound(secrets.Delete(context.Background(), name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}))
-}
-
-// writeRefusal answers a refused request under its credential Secret's name, so its
-// agent learns why at once instead of waiting for a credential. Not while its token
-// floods: those requests are deleted at once, unread.
-func (h *handler) writeRefusal(k kind, req *fleet.ClusterRegistrationRequest, refused *refusal) error {
-	// Fleet's agent would read a refusal as a credential without a token: it sees
-	// none, and the request's condition and event say why.
-	if k.unkeyed || refused.reason == "Replayed" || req.Spec.ClientID == "" || req.Spec.ClientRandom == "" || h.refusedOfToken(k, req) >= keptRefusedPerToken {
-		return nil
-	}
-	secret := answerSecret(k, req, map[string][]byte{
-		registration.AnswerRefusedReason: []byte(refused.reason), registration.AnswerRefusedMessage: []byte(refused.answerText()),
-	})
-	_, err := h.kube.CoreV1().Secrets(secret.Namespace).Create(context.Background(), secret, metav1.CreateOptions{})
-	if apierrors.IsAlreadyExists(err) {
-		return nil
-	}
-	return err
 }
 
 // refusedOfToken counts the refused requests in the cache made with req's token.
@@ -786,10 +876,11 @@ func (h *handler) removeOlderRequests(k kind, req *fleet.ClusterRegistrationRequ
 		if other.Name == req.Name || !older(other, req) {
 			continue
 		}
-		name := k.answerName(other)
+		if hasAnswerSecret(k, other) {
+			errs = append(errs, h.deleteAnswer(answerNamespace(other), k.answerName(other), other.Name))
+		}
 		uid := other.UID
 		errs = append(errs,
-			h.deleteAnswer(answerNamespace(other), name, other.Name),
 			ignoreNotFound(k.store.delete(other.Namespace, other.Name, &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})),
 		)
 	}

@@ -78,6 +78,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &fleetcattleiov1alpha1.ClusterGroupSpecApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("ClusterGroupStatus"):
 		return &fleetcattleiov1alpha1.ClusterGroupStatusApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("ClusterIdentity"):
+		return &fleetcattleiov1alpha1.ClusterIdentityApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("ClusterRegistration"):
 		return &fleetcattleiov1alpha1.ClusterRegistrationApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("ClusterRegistrationRequest"):

@@ -149,14 +149,44 @@ type ClusterRegistrationRequestStatus struct {
 	// +optional
 	// +nullable
 	ClusterName string `json:"clusterName,omitempty"`
-	// Granted is true once the credential Secret for the agent exists.
+	// Granted is true once the hub has given the cluster its identity: in Identity,
+	// or (for Fleet's agent, and on hubs that cannot sign certificates) in a
+	// credential Secret for the agent.
 	// +optional
 	Granted bool `json:"granted,omitempty"`
+	// Identity is the cluster's identity when the hub grants an x509 client
+	// certificate for the request's public key. Nothing in it is secret: the
+	// certificate is of no use without the private key, which never leaves the
+	// downstream cluster.
+	// +optional
+	Identity *ClusterIdentity `json:"identity,omitempty"`
 	// Conditions: Ready, or False with the reason a request was refused.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
 	Conditions []Condition `json:"conditions,omitempty"`
+}
+
+// ClusterIdentity is a cluster's identity on the hub: x509 client certificates for the
+// agent's key, signed by a CA the hub's API server trusts.
+type ClusterIdentity struct {
+	// Certificate is the identity's client certificate, PEM: the cluster's user on
+	// the hub, valid for the hub's --cluster-token-ttl.
+	// +kubebuilder:validation:MaxLength=4096
+	Certificate string `json:"certificate"`
+	// RecoveryCertificate is a longer-lived client certificate for the same key that
+	// may only ask, in the cluster's per-cluster namespace, for a new identity with a
+	// request signed by that key; empty when the hub recovers no identities.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	RecoveryCertificate string `json:"recoveryCertificate,omitempty"`
+	// DeploymentNamespace is the per-cluster namespace of the cluster's
+	// BundleDeployments.
+	DeploymentNamespace string `json:"deploymentNamespace"`
+	// RenewAfter, when set, is how long after its issue the agent asks for the next
+	// identity; otherwise half way through the certificate's lifetime.
+	// +optional
+	RenewAfter *metav1.Duration `json:"renewAfter,omitempty"`
 }
 
 // +genclient

@@ -29,8 +29,15 @@ import (
 type ClusterRegistrationRequestStatusApplyConfiguration struct {
 	// ClusterName is the Cluster this request registered into.
 	ClusterName *string `json:"clusterName,omitempty"`
-	// Granted is true once the credential Secret for the agent exists.
+	// Granted is true once the hub has given the cluster its identity: in Identity,
+	// or (for Fleet's agent, and on hubs that cannot sign certificates) in a
+	// credential Secret for the agent.
 	Granted *bool `json:"granted,omitempty"`
+	// Identity is the cluster's identity when the hub grants an x509 client
+	// certificate for the request's public key. Nothing in it is secret: the
+	// certificate is of no use without the private key, which never leaves the
+	// downstream cluster.
+	Identity *ClusterIdentityApplyConfiguration `json:"identity,omitempty"`
 	// Conditions: Ready, or False with the reason a request was refused.
 	Conditions []genericcondition.GenericCondition `json:"conditions,omitempty"`
 }
@@ -54,6 +61,14 @@ func (b *ClusterRegistrationRequestStatusApplyConfiguration) WithClusterName(val
 // If called multiple times, the Granted field is set to the value of the last call.
 func (b *ClusterRegistrationRequestStatusApplyConfiguration) WithGranted(value bool) *ClusterRegistrationRequestStatusApplyConfiguration {
 	b.Granted = &value
+	return b
+}
+
+// WithIdentity sets the Identity field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Identity field is set to the value of the last call.
+func (b *ClusterRegistrationRequestStatusApplyConfiguration) WithIdentity(value *ClusterIdentityApplyConfiguration) *ClusterRegistrationRequestStatusApplyConfiguration {
+	b.Identity = value
 	return b
 }
 
