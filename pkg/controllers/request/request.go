@@ -1,9 +1,10 @@
 // Package request is the ClusterRegistrationRequest controller: it grants an agent's
 // request by finding the Cluster with the request's clientID in the workspace (or
-// creating one), giving the cluster an identity (a ServiceAccount in its per-cluster
-// namespace with the least RBAC that works) and handing the agent a credential Secret
-// that only the token that made the request may read. It grants once, and removes what
-// older requests of the same clientID left behind.
+// creating one) and giving the cluster an identity: x509 client certificates for the
+// agent's key, answered in the request's status, where the hub can sign them; else a
+// ServiceAccount token in its per-cluster namespace (with the least RBAC that works),
+// handed over in a credential Secret sealed to the request. It grants once, and
+// removes what older requests of the same clientID left behind.
 package request
 
 import (
