@@ -244,8 +244,8 @@ func TestFleetsAgentRegistersAndDeploys(t *testing.T) {
 		t.Errorf("%d Clusters in %s, want the one Fleet's agent registered", len(clusters.Items), workspace)
 	}
 	identity := framework.Identity(t, ds)
-	if identity.ClusterName != clusterName || identity.RecoveryToken == "" || identity.KeyUnbound {
-		t.Errorf("stored identity: cluster %s, recovery token %t, key unbound %t", identity.ClusterName, identity.RecoveryToken != "", identity.KeyUnbound)
+	if identity.ClusterName != clusterName || !identity.CanRecover(time.Now()) || identity.KeyUnbound || !identity.HasCertificate() {
+		t.Errorf("stored identity: cluster %s, can recover %t, key unbound %t, certificate %t", identity.ClusterName, identity.CanRecover(time.Now()), identity.KeyUnbound, identity.HasCertificate())
 	}
 	secret, err := ds.Client().CoreV1().Secrets(names.SystemNamespace).Get(context.Background(), "fleet-agent", metav1.GetOptions{})
 	if err != nil {
