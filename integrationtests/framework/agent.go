@@ -173,13 +173,19 @@ func (c *Cluster) As(token string) (kubernetes.Interface, versioned.Interface) {
 	c.t.Helper()
 	cfg := rest.AnonymousClientConfig(c.RESTConfig())
 	cfg.BearerToken = token
+	return ClientsFor(c.t, cfg)
+}
+
+// ClientsFor returns the Kubernetes and Fleet clients of cfg.
+func ClientsFor(t testing.TB, cfg *rest.Config) (kubernetes.Interface, versioned.Interface) {
+	t.Helper()
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		c.t.Fatal(err)
+		t.Fatal(err)
 	}
 	fleetClient, err := versioned.NewForConfig(cfg)
 	if err != nil {
-		c.t.Fatal(err)
+		t.Fatal(err)
 	}
 	return kube, fleetClient
 }
@@ -193,15 +199,7 @@ func (c *Cluster) AsCluster(ds *Cluster, namespace string, cred registration.Cre
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	kube, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	fleetClient, err := versioned.NewForConfig(cfg)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	return kube, fleetClient
+	return ClientsFor(c.t, cfg)
 }
 
 // StartAgentsSharingACluster runs n agents in namespaces agent-00, agent-01, ... of

@@ -93,15 +93,7 @@ func asKey(t *testing.T, hub *framework.Hub, cred registration.Credential, key r
 	if err != nil {
 		t.Fatal(err)
 	}
-	kube, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fleetClient, err := versioned.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return kube, fleetClient
+	return framework.ClientsFor(t, cfg)
 }
 
 // openAnswer reads the answer Secret of req, as the agent that sent it.

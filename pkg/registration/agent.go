@@ -23,6 +23,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	fleet "github.com/flotilla/flotilla/pkg/apis/fleet.cattle.io/v1alpha1"
+	"github.com/flotilla/flotilla/pkg/conditions"
 	"github.com/flotilla/flotilla/pkg/generated/clientset/versioned"
 	"github.com/flotilla/flotilla/pkg/names"
 )
@@ -480,10 +481,8 @@ func CredentialFromIdentity(identity *fleet.ClusterIdentity, key AgentKey, base 
 
 // refusal is the hub's refusal of req, from its Ready condition, or nil.
 func refusal(req *fleet.ClusterRegistrationRequest) *RefusedError {
-	for _, c := range req.Status.Conditions {
-		if c.Type == fleet.ConditionReady && c.Status == corev1.ConditionFalse && c.Reason != "" {
-			return &RefusedError{Reason: c.Reason, Message: c.Message}
-		}
+	if c := conditions.Get(req.Status.Conditions, fleet.ConditionReady); c != nil && c.Status == corev1.ConditionFalse && c.Reason != "" {
+		return &RefusedError{Reason: c.Reason, Message: c.Message}
 	}
 	return nil
 }

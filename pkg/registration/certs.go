@@ -254,11 +254,17 @@ func (d Downstream) HubClient(ctx context.Context, cred Credential) (*rest.Confi
 			return nil, nil, fmt.Errorf("the agent's key is gone from Secret %s/%s, so its identity certificate is of no use", d.Namespace, names.AgentIdentitySecret)
 		}
 	}
-	auth, err := NewHubAuth(cred, key)
+	return cred.clientFor(key)
+}
+
+// clientFor is a client configuration for the hub as c, whose certificate (if any)
+// is for key, and its HubAuth.
+func (c Credential) clientFor(key AgentKey) (*rest.Config, *HubAuth, error) {
+	auth, err := NewHubAuth(c, key)
 	if err != nil {
 		return nil, nil, err
 	}
-	cfg, err := cred.ClientConfig(auth)
+	cfg, err := c.ClientConfig(auth)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -113,11 +113,8 @@ func recoveryConfig(cred Credential, key AgentKey) (*rest.Config, error) {
 	}
 	as := cred
 	as.Certificate = cred.RecoveryCertificate
-	auth, err := NewHubAuth(as, key)
-	if err != nil {
-		return nil, err
-	}
-	return as.ClientConfig(auth)
+	cfg, _, err := as.clientFor(key)
+	return cfg, err
 }
 
 // deniedError is the hub's API refusing the recovery credential.

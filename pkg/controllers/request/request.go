@@ -365,7 +365,8 @@ func (h *handler) recover(ctx context.Context, req *fleet.ClusterRegistrationReq
 	if h.settings.RecoveryTTL <= 0 && !renewal {
 		return "", nil, refuse("RecoveryDisabled", "the hub recovers no expired identities (--cluster-recovery-ttl 0); register the cluster again with a ClusterRegistrationToken")
 	}
-	if err := h.recoveryRevoked(ctx, req.Namespace, cluster); err != nil {
+	hasTokens, err := h.recoveryRevoked(ctx, req.Namespace, cluster)
+	if err != nil {
 		return "", nil, err
 	}
 	// Only the cluster's own identities may create requests in its namespace: a
@@ -375,11 +376,13 @@ func (h *handler) recover(ctx context.Context, req *fleet.ClusterRegistrationReq
 		return "", nil, err
 	}
 	bound := recordOf(cluster).Fingerprint == ""
-	cluster, err := h.recordKey(cluster, req, true)
+	cluster, err = h.recordKey(cluster, req, true)
 	if err != nil {
 		return "", nil, err
 	}
-	identity, err := h.issue(ctx, h.signed, req, cluster, true)
+	// A certificate identity has no ServiceAccounts to replace: recoveryRevoked has
+	// looked for them already.
+	identity, err := h.issue(ctx, h.signed, req, cluster, hasTokens || !h.certificates())
 	if err != nil {
 		return "", nil, err
 	}
@@ -402,21 +405,22 @@ func (h *handler) recover(ctx context.Context, req *fleet.ClusterRegistrationReq
 // server may still accept a deleted ServiceAccount's token for a few seconds, and
 // the revocation holds from the moment of the delete. A cluster whose identity is a
 // certificate has neither ServiceAccount; the API server's identity authorizer
-// refuses its certificates once it is revoked.
-func (h *handler) recoveryRevoked(ctx context.Context, namespace string, cluster *fleet.Cluster) error {
+// refuses its certificates once it is revoked. It says whether the cluster has token
+// ServiceAccounts.
+func (h *handler) recoveryRevoked(ctx context.Context, namespace string, cluster *fleet.Cluster) (bool, error) {
 	sas := h.kube.CoreV1().ServiceAccounts(namespace)
 	_, err := sas.Get(ctx, names.AgentRecoveryServiceAccount, metav1.GetOptions{})
 	if err == nil || !apierrors.IsNotFound(err) {
-		return err
+		return err == nil, err
 	}
 	if h.certificates() {
 		if _, err := sas.Get(ctx, names.AgentIdentityServiceAccount, metav1.GetOptions{}); apierrors.IsNotFound(err) {
-			return nil
+			return false, nil
 		} else if err != nil {
-			return err
+			return false, err
 		}
 	}
-	return &refusal{reason: "RecoveryRevoked", cluster: cluster, message: fmt.Sprintf(
+	return false, &refusal{reason: "RecoveryRevoked", cluster: cluster, message: fmt.Sprintf(
 		"the recovery ServiceAccount of Cluster %s/%s is gone (revoked); register the cluster again with a ClusterRegistrationToken", cluster.Namespace, cluster.Name)}
 }
 
