@@ -149,7 +149,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := sup.start("containerd", "containerd", "--config", p.containerdConfig()); err != nil {
 		return err
 	}
-	if err := waitForSocket(ctx, p.socketPath(), sup); err != nil {
+	if err := waitForContainerd(ctx, p, sup); err != nil {
 		return err
 	}
 	// A node killed before it could clean up (kill -9) leaves its Pods running under
@@ -244,12 +244,15 @@ func lockMachine() (unlock func(), err error) {
 	return func() { f.Close() }, nil
 }
 
-// waitForSocket waits until containerd listens on its socket.
-func waitForSocket(ctx context.Context, socket string, sup *supervisor) error {
+// waitForContainerd waits until containerd answers on its socket and its CRI
+// plugin is initialized: it loads the Pods a killed node left only then, and until
+// then it refuses the calls that would stop them.
+func waitForContainerd(ctx context.Context, p paths, sup *supervisor) error {
 	deadline := time.Now().Add(time.Minute)
+	var last error
 	for time.Now().Before(deadline) {
-		if conn, err := net.Dial("unix", socket); err == nil {
-			return conn.Close()
+		if last = criReady(ctx, p); last == nil {
+			return nil
 		}
 		select {
 		case <-ctx.Done():
@@ -259,5 +262,5 @@ func waitForSocket(ctx context.Context, socket string, sup *supervisor) error {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	return fmt.Errorf("containerd did not listen on %s within a minute (see %s)", socket, sup.paths.log("containerd"))
+	return fmt.Errorf("containerd's CRI did not answer on %s within a minute: %v (see %s)", p.socketPath(), last, sup.paths.log("containerd"))
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/sirupsen/logrus"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+	criapi "k8s.io/cri-api/pkg/apis"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	remote "k8s.io/cri-client/pkg"
 )
@@ -28,7 +29,7 @@ func stopPods(ctx context.Context, p paths) {
 	if _, err := os.Stat(p.socketPath()); err != nil {
 		return
 	}
-	runtime, err := remote.NewRemoteRuntimeServiceBuilder().WithEndpoint(p.endpoint()).WithConnectionTimeout(10 * time.Second).Build(ctx)
+	runtime, err := connectCRI(ctx, p)
 	if err != nil {
 		logrus.WithError(err).Warn("Connecting to containerd to stop the Pods")
 		return
@@ -59,6 +60,27 @@ func stopPods(ctx context.Context, p paths) {
 			log.WithError(err).Warn("Removing a Pod")
 		}
 	}
+}
+
+// connectCRI connects to containerd's CRI service. Building the client checks
+// that the service answers: before containerd's CRI plugin is initialized it
+// fails with "server is not initialized yet".
+func connectCRI(ctx context.Context, p paths) (criapi.RuntimeService, error) {
+	return remote.NewRemoteRuntimeServiceBuilder().WithEndpoint(p.endpoint()).WithConnectionTimeout(10 * time.Second).Build(ctx)
+}
+
+// criReady says why containerd's CRI cannot list the Pods yet, or nil.
+func criReady(ctx context.Context, p paths) error {
+	if _, err := os.Stat(p.socketPath()); err != nil {
+		return err
+	}
+	runtime, err := connectCRI(ctx, p)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = runtime.Close(ctx) }()
+	_, err = runtime.ListPodSandbox(ctx, nil)
+	return err
 }
 
 // cleanUpMachine removes what a node changed outside its data directory, and the
