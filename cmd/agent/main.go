@@ -18,6 +18,7 @@ import (
 	"github.com/flotilla/flotilla/pkg/kubeconfig"
 	"github.com/flotilla/flotilla/pkg/metrics"
 	"github.com/flotilla/flotilla/pkg/names"
+	"github.com/flotilla/flotilla/pkg/registration"
 	"github.com/flotilla/flotilla/pkg/signals"
 	"github.com/flotilla/flotilla/pkg/version"
 )
@@ -35,6 +36,7 @@ func newRootCommand() *cobra.Command {
 	var (
 		kubeconfigPath, namespace, metricsAddr, healthAddr string
 		debug                                              bool
+		proxy                                              registration.HubProxy
 	)
 	cmd := &cobra.Command{
 		Use:   "agent",
@@ -51,6 +53,9 @@ In a Pod it uses the in-cluster configuration; elsewhere pass --kubeconfig.`,
 			if debug {
 				logrus.SetLevel(logrus.DebugLevel)
 			}
+			if err := proxy.Validate(); err != nil {
+				return err
+			}
 			cfg, err := kubeconfig.Load(kubeconfigPath)
 			if err != nil {
 				return err
@@ -60,7 +65,7 @@ In a Pod it uses the in-cluster configuration; elsewhere pass --kubeconfig.`,
 			if err != nil {
 				return err
 			}
-			logrus.WithFields(logrus.Fields{"namespace": namespace, "version": version.Version}).Info("Starting the agent")
+			logrus.WithFields(logrus.Fields{"namespace": namespace, "version": version.Version, "hubProxy": proxy.String()}).Info("Starting the agent")
 			ctx := signals.Context()
 			if err := metrics.Serve(ctx, metricsAddr, false); err != nil {
 				return fmt.Errorf("--metrics-bind-address: %w", err)
@@ -69,12 +74,14 @@ In a Pod it uses the in-cluster configuration; elsewhere pass --kubeconfig.`,
 			if err := probes.Serve(ctx, healthAddr); err != nil {
 				return err
 			}
-			return agent.Run(ctx, agent.Config{Downstream: client, DownstreamConfig: cfg, Namespace: namespace, Version: version.Version, Ready: probes.SetReady})
+			return agent.Run(ctx, agent.Config{Downstream: client, DownstreamConfig: cfg, Namespace: namespace, Version: version.Version, HubProxy: proxy, Ready: probes.SetReady})
 		},
 	}
 	cmd.Flags().StringVar(&kubeconfigPath, "kubeconfig", "", "kubeconfig of the downstream cluster (default: in-cluster)")
 	cmd.Flags().StringVar(&namespace, "namespace", names.SystemNamespace, "downstream namespace of the agent's Secrets and ConfigMap")
 	cmd.Flags().BoolVar(&debug, "debug", false, "log at debug level")
+	cmd.Flags().StringVar(&proxy.URL, "hub-proxy", "", "HTTP(S) proxy of the connections to the hub, and of those only, e.g. http://proxy.example.com:3128 (default: HTTPS_PROXY from the environment)")
+	cmd.Flags().StringVar(&proxy.NoProxy, "hub-no-proxy", "", "with --hub-proxy: comma-separated hosts, domains, IPs and CIDRs of hub addresses reached without it")
 	cmd.Flags().StringVar(&metricsAddr, "metrics-bind-address", "0", "address of the Prometheus /metrics endpoint, e.g. :8080; 0 turns it off")
 	cmd.Flags().StringVar(&healthAddr, "health-probe-bind-address", "0", "address of /healthz (alive) and /readyz (running with the cluster's identity), e.g. :8081 as the chart sets it; 0 turns them off")
 	return cmd

@@ -45,6 +45,8 @@ func TestAgentChartRefusesInstallsThatCannotWork(t *testing.T) {
 			"apiServerURL is missing: pass the values.yaml of a ClusterRegistrationToken"},
 		"no token": {[]string{"template", "fleet-agent", chart, "-n", "cattle-fleet-system", "--set", "apiServerURL=https://hub:6443,clusterNamespace=clusters"},
 			"token is missing"},
+		"a proxy without a scheme": {append([]string{"template", "fleet-agent", chart, "-n", "cattle-fleet-system", "--set", "proxy=proxy.example.com:3128"}, registrationValues...),
+			"/proxy"},
 		"a value the chart does not know": {append([]string{"template", "fleet-agent", chart, "-n", "cattle-fleet-system", "--set", "tokn=x"}, registrationValues...),
 			"tokn"},
 	}
@@ -78,6 +80,21 @@ func TestAgentChartRendersTheAgent(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("rendered chart lacks %q", want)
 		}
+	}
+	// The proxy values become the agent's flags for its hub connection, not
+	// environment variables every connection would use.
+	out, err = helm(t, append([]string{"template", "fleet-agent", framework.AgentChart(t), "-n", "cattle-fleet-system",
+		"--set", "proxy=http://proxy.example.com:3128,noProxy=.internal"}, registrationValues...)...)
+	if err != nil {
+		t.Fatalf("helm template with a proxy: %v\n%s", err, out)
+	}
+	for _, want := range []string{`- "--hub-proxy=http://proxy.example.com:3128"`, `- "--hub-no-proxy=.internal"`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("rendered chart with a proxy lacks %q", want)
+		}
+	}
+	if strings.Contains(out, "HTTPS_PROXY") {
+		t.Errorf("the proxy is in the environment of every connection:\n%s", out)
 	}
 	// An upgrade without registration values (the hub's agent bundle) renders no
 	// bootstrap Secret and is not refused.

@@ -35,12 +35,13 @@ func StartAgent(t testing.TB, ds *Cluster) *Process {
 	return StartAgentIn(t, ds, "cattle-fleet-system")
 }
 
-// StartAgentIn runs an agent whose Secrets and ConfigMap are in namespace of ds.
-func StartAgentIn(t testing.TB, ds *Cluster, namespace string) *Process {
+// StartAgentIn runs an agent whose Secrets and ConfigMap are in namespace of ds,
+// with extra flags (such as --hub-proxy).
+func StartAgentIn(t testing.TB, ds *Cluster, namespace string, extra ...string) *Process {
 	t.Helper()
 	logDir := ShortTempDir(t, "flt-agent-")
 	p := startProcess(t, "agent of "+ds.Name+"/"+namespace, filepath.Join(logDir, "agent.log"), filepath.Join(BinDir(t), "agent"),
-		"--kubeconfig", ds.Kubeconfig, "--namespace", namespace)
+		append([]string{"--kubeconfig", ds.Kubeconfig, "--namespace", namespace}, extra...)...)
 	StandInForAgentPod(t, ds, namespace, p.Exited())
 	return p
 }

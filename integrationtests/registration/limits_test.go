@@ -89,7 +89,7 @@ func asKey(t *testing.T, hub *framework.Hub, cred registration.Credential, key r
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := cred.ClientConfig(auth)
+	cfg, err := cred.ClientConfig(auth, registration.HubProxy{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,6 +34,8 @@ type Config struct {
 	DownstreamConfig *rest.Config
 	Namespace        string
 	Version          string
+	// HubProxy is the proxy of the agent's connections to the hub (only those).
+	HubProxy registration.HubProxy
 	// Ready, when set, is told whether the agent runs with its identity: deploying
 	// its cluster's Bundles and checking in. It is what the agent's /readyz answers.
 	Ready func(bool)
@@ -48,7 +50,7 @@ func (c Config) setReady(ready bool) {
 // Run runs the agent until ctx ends. A new bootstrap Secret (the chart installed or
 // upgraded with a fresh values.yaml) makes it register again.
 func Run(ctx context.Context, cfg Config) error {
-	d := registration.Downstream{Client: cfg.Downstream, Namespace: cfg.Namespace}
+	d := registration.Downstream{Client: cfg.Downstream, Namespace: cfg.Namespace, HubProxy: cfg.HubProxy}
 	log := logrus.WithField("namespace", cfg.Namespace)
 	bootstrapAdded := watchBootstrap(ctx, cfg.Downstream, cfg.Namespace)
 	sessionBackoff := newSessionBackoff()

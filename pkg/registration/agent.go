@@ -33,6 +33,9 @@ import (
 type Downstream struct {
 	Client    kubernetes.Interface
 	Namespace string
+	// HubProxy is how the agent reaches the hub; the zero value means through
+	// the environment's proxy, if any.
+	HubProxy HubProxy
 }
 
 // AgentSettings are read from the downstream fleet-agent ConfigMap.
@@ -261,7 +264,7 @@ func Register(ctx context.Context, d Downstream, values Values, log logrus.Field
 	if err != nil {
 		return nil, err
 	}
-	hub, err := tokenExchange(values.APIServerURL, values.APIServerCA, values.Token, values.SystemRegistrationNamespace)
+	hub, err := d.tokenExchange(values.APIServerURL, values.APIServerCA, values.Token, values.SystemRegistrationNamespace)
 	if err != nil {
 		return nil, err
 	}
@@ -405,8 +408,8 @@ func newExchange(cfg *rest.Config, answersIn string) (*exchange, error) {
 }
 
 // tokenExchange is an exchange authenticating with token.
-func tokenExchange(url, ca, token, answersIn string) (*exchange, error) {
-	cfg, err := HubConfig(url, ca, token)
+func (d Downstream) tokenExchange(url, ca, token, answersIn string) (*exchange, error) {
+	cfg, err := d.hubConfig(url, ca, token)
 	if err != nil {
 		return nil, err
 	}
@@ -651,6 +654,16 @@ func HubConfig(url, ca, token string) (*rest.Config, error) {
 		UserAgent:       "flotilla-agent",
 		Timeout:         30 * time.Second,
 	}, nil
+}
+
+// hubConfig is HubConfig through the agent's hub proxy.
+func (d Downstream) hubConfig(url, ca, token string) (*rest.Config, error) {
+	cfg, err := HubConfig(url, ca, token)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Proxy = d.HubProxy.Func()
+	return cfg, nil
 }
 
 func randomString() (string, error) {

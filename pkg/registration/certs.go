@@ -203,18 +203,19 @@ func (a *HubAuth) clientCertificate(*tls.CertificateRequestInfo) (*tls.Certifica
 }
 
 // ClientConfig is a client configuration for the hub as the cluster identity of c,
-// authenticated by auth.
-func (c Credential) ClientConfig(auth *HubAuth) (*rest.Config, error) {
+// authenticated by auth, through proxy.
+func (c Credential) ClientConfig(auth *HubAuth, proxy HubProxy) (*rest.Config, error) {
 	if len(c.Certificate) == 0 {
 		return &rest.Config{
 			Host:            c.APIServerURL,
 			TLSClientConfig: rest.TLSClientConfig{CAData: c.APIServerCA},
 			WrapTransport:   transport.TokenSourceWrapTransport(auth.tokens),
+			Proxy:           proxy.Func(),
 			UserAgent:       "flotilla-agent",
 			Timeout:         30 * time.Second,
 		}, nil
 	}
-	rt, err := auth.transport(c.APIServerCA)
+	rt, err := auth.transport(c.APIServerCA, proxy)
 	if err != nil {
 		return nil, err
 	}
@@ -222,8 +223,8 @@ func (c Credential) ClientConfig(auth *HubAuth) (*rest.Config, error) {
 }
 
 // transport is an HTTPS transport that trusts caPEM (the system's roots when empty)
-// and presents the current certificate.
-func (a *HubAuth) transport(caPEM []byte) (http.RoundTripper, error) {
+// and presents the current certificate, through proxy.
+func (a *HubAuth) transport(caPEM []byte, proxy HubProxy) (http.RoundTripper, error) {
 	tlsConfig := &tls.Config{MinVersion: tls.VersionTLS12, GetClientCertificate: a.clientCertificate}
 	if len(caPEM) > 0 {
 		pool := x509.NewCertPool()
@@ -233,7 +234,7 @@ func (a *HubAuth) transport(caPEM []byte) (http.RoundTripper, error) {
 		tlsConfig.RootCAs = pool
 	}
 	return utilnet.SetTransportDefaults(&http.Transport{
-		Proxy:               http.ProxyFromEnvironment,
+		Proxy:               proxy.Func(),
 		TLSHandshakeTimeout: 10 * time.Second,
 		TLSClientConfig:     tlsConfig,
 		MaxIdleConnsPerHost: 25,
@@ -254,17 +255,17 @@ func (d Downstream) HubClient(ctx context.Context, cred Credential) (*rest.Confi
 			return nil, nil, fmt.Errorf("the agent's key is gone from Secret %s/%s, so its identity certificate is of no use", d.Namespace, names.AgentIdentitySecret)
 		}
 	}
-	return cred.clientFor(key)
+	return cred.clientFor(key, d.HubProxy)
 }
 
 // clientFor is a client configuration for the hub as c, whose certificate (if any)
-// is for key, and its HubAuth.
-func (c Credential) clientFor(key AgentKey) (*rest.Config, *HubAuth, error) {
+// is for key, through proxy, and its HubAuth.
+func (c Credential) clientFor(key AgentKey, proxy HubProxy) (*rest.Config, *HubAuth, error) {
 	auth, err := NewHubAuth(c, key)
 	if err != nil {
 		return nil, nil, err
 	}
-	cfg, err := c.ClientConfig(auth)
+	cfg, err := c.ClientConfig(auth, proxy)
 	if err != nil {
 		return nil, nil, err
 	}

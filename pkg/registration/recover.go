@@ -51,7 +51,7 @@ func Recover(ctx context.Context, d Downstream, cred Credential, log logrus.Fiel
 	if !found {
 		return nil, &ErrNoRecovery{Why: "the agent's key is gone from Secret " + d.Namespace + "/" + names.AgentIdentitySecret + ", so it cannot prove it is this cluster; " + cred.ExpiredAdvice()}
 	}
-	cfg, err := recoveryConfig(cred, key)
+	cfg, err := d.recoveryConfig(cred, key)
 	if err != nil {
 		return nil, err
 	}
@@ -107,13 +107,13 @@ func proveKey(ctx context.Context, d Downstream, cred Credential, key AgentKey, 
 }
 
 // recoveryConfig is a client of the hub as cred's recovery identity.
-func recoveryConfig(cred Credential, key AgentKey) (*rest.Config, error) {
+func (d Downstream) recoveryConfig(cred Credential, key AgentKey) (*rest.Config, error) {
 	if len(cred.RecoveryCertificate) == 0 {
-		return HubConfig(cred.APIServerURL, string(cred.APIServerCA), cred.RecoveryToken)
+		return d.hubConfig(cred.APIServerURL, string(cred.APIServerCA), cred.RecoveryToken)
 	}
 	as := cred
 	as.Certificate = cred.RecoveryCertificate
-	cfg, _, err := as.clientFor(key)
+	cfg, _, err := as.clientFor(key, d.HubProxy)
 	return cfg, err
 }
 
@@ -163,7 +163,7 @@ func Claim(ctx context.Context, d Downstream, cred Credential, log logrus.FieldL
 	if err != nil {
 		return nil, err
 	}
-	identity, err := tokenExchange(cred.APIServerURL, string(cred.APIServerCA), cred.Token, cred.DeploymentNamespace)
+	identity, err := d.tokenExchange(cred.APIServerURL, string(cred.APIServerCA), cred.Token, cred.DeploymentNamespace)
 	if err != nil {
 		return nil, err
 	}
@@ -175,7 +175,7 @@ func Claim(ctx context.Context, d Downstream, cred Credential, log logrus.FieldL
 	if err != nil {
 		return nil, err
 	}
-	recovery, err := recoveryConfig(withRecovery, key)
+	recovery, err := d.recoveryConfig(withRecovery, key)
 	if err != nil {
 		return nil, err
 	}
@@ -193,7 +193,7 @@ func Claim(ctx context.Context, d Downstream, cred Credential, log logrus.FieldL
 		log.WithField("expires", claimed.Expires.UTC().Format(time.RFC3339)).Info("The agent's key is bound to the Cluster; Fleet's agent's credential is replaced")
 		return claimed, nil
 	}
-	if current, err := tokenExchange(claimed.APIServerURL, string(claimed.APIServerCA), claimed.Token, claimed.DeploymentNamespace); err == nil {
+	if current, err := d.tokenExchange(claimed.APIServerURL, string(claimed.APIServerCA), claimed.Token, claimed.DeploymentNamespace); err == nil {
 		if refreshed, changed, err := refreshRecovery(ctx, current.kube, *claimed); err != nil {
 			log.WithError(err).Warn("Could not get a recovery credential; the first renewal will")
 		} else if changed {
