@@ -95,6 +95,8 @@ func newTokenCommand() *cobra.Command {
 	create.Flags().StringVarP(&opts.Output, "output", "o", "", "write the agent chart's values.yaml to this file")
 	create.Flags().StringVar(&opts.Chart, "chart", "charts/fleet-like/agent", "the agent chart the printed command installs")
 	create.Flags().DurationVar(&opts.Wait, "wait", time.Minute, "how long to wait for the hub to write the token's values")
+	create.Flags().Int32Var(&opts.MaxRegistrations, "max-registrations", 0, "how many clusters the token may register (default: no limit)")
+	create.Flags().BoolVar(&opts.RequireApproval, "require-approval", false, "new clusters registering with the token wait for a hub admin's approval (hub cluster approve NAME)")
 	cmd.AddCommand(create)
 	return cmd
 }
@@ -104,7 +106,7 @@ func newClusterCommand() *cobra.Command {
 		kc        userKubeconfig
 		namespace string
 	)
-	cmd := &cobra.Command{Use: "cluster", Short: "Look at registered Clusters"}
+	cmd := &cobra.Command{Use: "cluster", Short: "Look at registered Clusters and answer those waiting for approval"}
 	kc.register(cmd)
 	list := &cobra.Command{
 		Use:   "list",
@@ -119,6 +121,49 @@ func newClusterCommand() *cobra.Command {
 		},
 	}
 	list.Flags().StringVarP(&namespace, "namespace", "n", "", "only this workspace (default: all)")
-	cmd.AddCommand(list)
+	cmd.AddCommand(list, newPendingCommand(&kc), newAnswerCommand(&kc, true), newAnswerCommand(&kc, false))
 	return cmd
+}
+
+// newPendingCommand is `hub cluster pending`.
+func newPendingCommand(kc *userKubeconfig) *cobra.Command {
+	var namespace string
+	pending := &cobra.Command{
+		Use:   "pending",
+		Short: "List the clusters waiting for a hub admin's approval (tokens with spec.requireApproval)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			_, fleet, err := kc.clients()
+			if err != nil {
+				return err
+			}
+			return hubctl.PrintPending(signals.Context(), fleet, namespace, cmd.OutOrStdout())
+		},
+	}
+	pending.Flags().StringVarP(&namespace, "namespace", "n", "", "only this workspace (default: all)")
+	return pending
+}
+
+// newAnswerCommand is `hub cluster approve` or, with approve false, `hub cluster
+// refuse`.
+func newAnswerCommand(kc *userKubeconfig, approve bool) *cobra.Command {
+	var namespace string
+	answer := &cobra.Command{
+		Use:   "approve NAME",
+		Short: "Let a cluster waiting for approval register (NAME as hub cluster pending lists it)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			_, fleet, err := kc.clients()
+			if err != nil {
+				return err
+			}
+			return hubctl.Answer(signals.Context(), fleet, namespace, args[0], approve, cmd.OutOrStdout())
+		},
+	}
+	if !approve {
+		answer.Use = "refuse NAME"
+		answer.Short = "Refuse a cluster waiting for approval: it gets no Cluster, and may not register with that token again"
+	}
+	answer.Flags().StringVarP(&namespace, "namespace", "n", "", "the cluster's workspace (default: the one it waits in)")
+	return answer
 }

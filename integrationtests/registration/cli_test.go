@@ -15,12 +15,19 @@ import (
 // hubCommand runs the hub binary's user commands against hub.
 func hubCommand(t *testing.T, hub *framework.Hub, args ...string) string {
 	t.Helper()
-	cmd := exec.Command(filepath.Join(framework.BinDir(t), "hub"), append(args, "--kubeconfig", hub.Kubeconfig)...)
-	out, err := cmd.CombinedOutput()
+	out, err := tryHub(t, hub, args...)
 	if err != nil {
 		t.Fatalf("hub %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
-	return string(out)
+	return out
+}
+
+// tryHub runs the hub binary's user commands against hub and returns their output
+// and error.
+func tryHub(t *testing.T, hub *framework.Hub, args ...string) (string, error) {
+	t.Helper()
+	out, err := exec.Command(filepath.Join(framework.BinDir(t), "hub"), append(args, "--kubeconfig", hub.Kubeconfig)...).CombinedOutput()
+	return string(out), err
 }
 
 // curl fetches url with the real curl, as a user would.

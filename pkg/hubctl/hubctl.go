@@ -1,6 +1,7 @@
 // Package hubctl is what the hub's user commands do: `hub token create` makes a
-// ClusterRegistrationToken and prints how to install an agent with it, and
-// `hub cluster list` prints the Clusters of every workspace.
+// ClusterRegistrationToken and prints how to install an agent with it, `hub cluster
+// list` prints the Clusters of every workspace, and `hub cluster pending|approve|
+// refuse` answer the clusters waiting for a hub admin's approval.
 package hubctl
 
 import (
@@ -37,6 +38,10 @@ type TokenOptions struct {
 	Chart string
 	// Wait bounds the wait for the hub to write the token's values.
 	Wait time.Duration
+	// RequireApproval makes new clusters wait for a hub admin's approval.
+	RequireApproval bool
+	// MaxRegistrations, if not zero, is how many clusters the token may register.
+	MaxRegistrations int32
 }
 
 // CreateToken creates the token (and its namespace) unless it exists, waits for the
@@ -45,7 +50,13 @@ func CreateToken(ctx context.Context, kube kubernetes.Interface, client versione
 	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: opts.Namespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating namespace %s: %w", opts.Namespace, err)
 	}
-	token := &fleet.ClusterRegistrationToken{ObjectMeta: metav1.ObjectMeta{Name: opts.Name, Namespace: opts.Namespace}}
+	token := &fleet.ClusterRegistrationToken{
+		ObjectMeta: metav1.ObjectMeta{Name: opts.Name, Namespace: opts.Namespace},
+		Spec:       fleet.ClusterRegistrationTokenSpec{RequireApproval: opts.RequireApproval},
+	}
+	if opts.MaxRegistrations > 0 {
+		token.Spec.MaxRegistrations = &opts.MaxRegistrations
+	}
 	if opts.TTL > 0 {
 		token.Spec.TTL = &metav1.Duration{Duration: opts.TTL}
 	}

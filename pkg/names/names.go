@@ -76,6 +76,13 @@ const (
 	// RequestPurposeAnnotation, on a request an agent makes in its per-cluster
 	// namespace, says whether it renews the identity or recovers an expired one.
 	RequestPurposeAnnotation = "fleet.cattle.io/purpose"
+	// ApprovalAnnotation, on a registration request waiting for approval, is a hub
+	// admin's answer: ApprovalApproved or ApprovalRefused. Token holders cannot set
+	// it: the admission policy refuses annotations on their requests, and they may
+	// not update requests.
+	ApprovalAnnotation = "fleet.cattle.io/approval"
+	ApprovalApproved   = "approved"
+	ApprovalRefused    = "refused"
 	// AnswerReaderAnnotation, on the Secret answering a registration request, is the
 	// user name of the token ServiceAccount that may delete it once read.
 	AnswerReaderAnnotation = "fleet.cattle.io/answer-reader"

@@ -291,7 +291,7 @@ func Register(ctx context.Context, d Downstream, values Values, log logrus.Field
 	log = log.WithFields(logrus.Fields{"request": values.ClusterNamespace + "/" + created.Name, "clientID": clientID})
 	log.Info("Sent the registration request; waiting for the hub to grant it")
 
-	cred, err := hub.answer(ctx, request, opener, key, Credential{APIServerURL: values.APIServerURL, APIServerCA: caPEM, ClusterNamespace: values.ClusterNamespace, ClientID: clientID})
+	cred, err := hub.answer(ctx, request, opener, key, Credential{APIServerURL: values.APIServerURL, APIServerCA: caPEM, ClusterNamespace: values.ClusterNamespace, ClientID: clientID}, log)
 	if err != nil {
 		return nil, err
 	}
@@ -421,8 +421,8 @@ func (d Downstream) tokenExchange(url, ca, token, answersIn string) (*exchange, 
 // credential it grants, filled in from base: certificates for key in the request's
 // status, or a token credential sealed to opener's key in a Secret. A refusal is a
 // *RefusedError.
-func (x *exchange) answer(ctx context.Context, request *fleet.ClusterRegistrationRequest, opener *Opener, key AgentKey, base Credential) (Credential, error) {
-	answered, err := waitForAnswer(ctx, x.fleet, x.url, request)
+func (x *exchange) answer(ctx context.Context, request *fleet.ClusterRegistrationRequest, opener *Opener, key AgentKey, base Credential, log logrus.FieldLogger) (Credential, error) {
+	answered, err := waitForAnswer(ctx, x.fleet, x.url, request, log)
 	if err != nil {
 		return Credential{}, err
 	}
@@ -490,6 +490,16 @@ func refusal(req *fleet.ClusterRegistrationRequest) *RefusedError {
 	return nil
 }
 
+// ReasonAwaitingApproval is the reason of the Ready condition (Unknown) of a request
+// the hub holds until a hub admin approves or refuses it.
+const ReasonAwaitingApproval = "AwaitingApproval"
+
+// AwaitingApproval says whether the hub holds req for a hub admin's approval.
+func AwaitingApproval(req *fleet.ClusterRegistrationRequest) bool {
+	c := conditions.Get(req.Status.Conditions, fleet.ConditionReady)
+	return c != nil && c.Status == corev1.ConditionUnknown && c.Reason == ReasonAwaitingApproval
+}
+
 // answered says whether the hub has answered req.
 func answered(req *fleet.ClusterRegistrationRequest) bool {
 	return req.Status.Granted || refusal(req) != nil
@@ -520,25 +530,33 @@ func answerFromSecretData(data map[string][]byte) (*answer, error) {
 }
 
 // waitForAnswer waits for the hub to answer req (granted, or refused in its Ready
-// condition), for at most 5 minutes, and returns the request as answered. It
-// watches the one request where the hub's API server allows that (Flotilla's control
-// plane does), and polls it otherwise. The request's name is known only to the agent
-// that made it (names.RegistrationRequest).
-func waitForAnswer(ctx context.Context, hub versioned.Interface, url string, req *fleet.ClusterRegistrationRequest) (*fleet.ClusterRegistrationRequest, error) {
-	waitCtx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-	defer cancel()
-	w := &answerWait{hub: hub, url: url, namespace: req.Namespace, name: req.Name}
-	a, err := w.watch(waitCtx)
-	if errors.Is(err, errWatchRefused) {
-		a, err = w.poll(waitCtx)
-	}
-	if err != nil {
-		if waitCtx.Err() != nil && ctx.Err() == nil {
-			return nil, fmt.Errorf("the hub did not answer the registration within 5 minutes (last answer: %v); is the hub running its controllers?", w.lastAnswer)
+// condition) and returns the request as answered. The hub answers at once unless it
+// holds the request for a hub admin's approval: it waits at most 5 minutes for an
+// answer or the hold, and then as long as the hold lasts, saying once in log what
+// the admin must do. It watches the one request where the hub's API server allows
+// that (Flotilla's control plane does), and polls it otherwise. The request's name
+// is known only to the agent that made it (names.RegistrationRequest).
+func waitForAnswer(ctx context.Context, hub versioned.Interface, url string, req *fleet.ClusterRegistrationRequest, log logrus.FieldLogger) (*fleet.ClusterRegistrationRequest, error) {
+	w := &answerWait{hub: hub, url: url, namespace: req.Namespace, name: req.Name, log: log}
+	for {
+		waitCtx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+		a, err := w.watch(waitCtx)
+		if errors.Is(err, errWatchRefused) {
+			a, err = w.poll(waitCtx)
 		}
-		return nil, err
+		timedOut := waitCtx.Err() != nil && ctx.Err() == nil
+		cancel()
+		switch {
+		case err == nil:
+			return a, nil
+		case timedOut && w.held:
+			// An admin has not answered yet; the request is still held.
+		case timedOut:
+			return nil, fmt.Errorf("the hub did not answer the registration within 5 minutes (last answer: %v); is the hub running its controllers?", w.lastAnswer)
+		default:
+			return nil, err
+		}
 	}
-	return a, nil
 }
 
 // errWatchRefused is a watch of the request the API server does not allow.
@@ -555,6 +573,20 @@ type answerWait struct {
 	// lastAnswer is the hub's last answer that was not the answer, for the message
 	// when the wait ends without it.
 	lastAnswer error
+	// held says the hub holds the request for an admin's approval.
+	held bool
+	log  logrus.FieldLogger
+}
+
+// unanswered notes what the hub said of the request so far: the first time it holds
+// it for approval, the agent logs what the admin must do.
+func (aw *answerWait) unanswered(req *fleet.ClusterRegistrationRequest) {
+	if !AwaitingApproval(req) || aw.held {
+		return
+	}
+	aw.held = true
+	c := conditions.Get(req.Status.Conditions, fleet.ConditionReady)
+	aw.log.WithField("cluster", req.Namespace+"/"+req.Status.ClusterName).Warn("The hub holds the registration until a hub admin approves it: " + c.Message)
 }
 
 // watch watches the request by name: one request, answered the moment the hub
@@ -589,10 +621,14 @@ func (aw *answerWait) watch(ctx context.Context) (*fleet.ClusterRegistrationRequ
 				w.Stop()
 				return nil, fmt.Errorf("ClusterRegistrationRequest %s/%s was deleted before the hub answered it", aw.namespace, aw.name)
 			}
-			if req.Name == aw.name && answered(req) {
+			if req.Name != aw.name {
+				continue
+			}
+			if answered(req) {
 				w.Stop()
 				return req, nil
 			}
+			aw.unanswered(req)
 		}
 		w.Stop()
 		if aw.lastAnswer == nil {
@@ -632,6 +668,7 @@ func (aw *answerWait) poll(ctx context.Context) (*fleet.ClusterRegistrationReque
 			return false, Explain("waiting for the answer to the registration request", aw.url, err)
 		}
 		if !answered(req) {
+			aw.unanswered(req)
 			return false, nil
 		}
 		got = req

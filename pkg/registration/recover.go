@@ -91,7 +91,7 @@ func proveKey(ctx context.Context, d Downstream, cred Credential, key AgentKey, 
 	}
 	log.WithField("request", cred.DeploymentNamespace+"/"+created.Name).Debug(asked)
 
-	renewed, err := hub.answer(ctx, request, opener, key, cred)
+	renewed, err := hub.answer(ctx, request, opener, key, cred, log)
 	if err != nil {
 		return nil, err
 	}

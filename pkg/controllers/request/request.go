@@ -105,11 +105,17 @@ func Register(ctx context.Context, settings Settings, requests fleetcontrollers.
 	requests.Cache().AddIndexer(refusedByToken, func(r *fleet.ClusterRegistrationRequest) ([]string, error) {
 		return requestIndex(refusedByToken, r), nil
 	})
+	requests.Cache().AddIndexer(pendingByToken, func(r *fleet.ClusterRegistrationRequest) ([]string, error) {
+		return requestIndex(pendingByToken, r), nil
+	})
 	fleetRegistrations.Cache().AddIndexer(ByClientID, func(r *fleet.ClusterRegistration) ([]string, error) {
 		return requestIndex(ByClientID, asRequest(r)), nil
 	})
 	fleetRegistrations.Cache().AddIndexer(refusedByToken, func(r *fleet.ClusterRegistration) ([]string, error) {
 		return requestIndex(refusedByToken, asRequest(r)), nil
+	})
+	fleetRegistrations.Cache().AddIndexer(pendingByToken, func(r *fleet.ClusterRegistration) ([]string, error) {
+		return requestIndex(pendingByToken, asRequest(r)), nil
 	})
 	IndexClustersByClientID(clusters.Cache())
 	clusters.Cache().AddIndexer(byClusterNamespace, func(c *fleet.Cluster) ([]string, error) {
@@ -125,7 +131,8 @@ func requestIndex(index string, req *fleet.ClusterRegistrationRequest) []string 
 	switch {
 	case index == ByClientID:
 		return []string{req.Namespace + "/" + req.Spec.ClientID}
-	case index == refusedByToken && refusedCondition(req) != nil:
+	case index == refusedByToken && refusedCondition(req) != nil,
+		index == pendingByToken && registration.AwaitingApproval(req):
 		return []string{req.Namespace + "/" + req.Labels[names.RegistrationTokenLabel]}
 	default:
 		return nil
@@ -233,6 +240,10 @@ func (h *handler) answer(k kind, req *fleet.ClusterRegistrationRequest) (*fleet.
 	}
 	log := logrus.WithFields(logrus.Fields{"request": req.Namespace + "/" + req.Name, "kind": k.name, "clientID": req.Spec.ClientID})
 	clusterName, identity, err := h.grant(context.Background(), k, req, log)
+	var held *heldError
+	if errors.As(err, &held) {
+		return h.hold(k, req, held)
+	}
 	var refused *refusal
 	if errors.As(err, &refused) {
 		log.WithField("reason", refused.reason).Warn("Refused the registration: " + refused.message)
@@ -311,10 +322,18 @@ func (h *handler) grant(ctx context.Context, k kind, req *fleet.ClusterRegistrat
 	}
 	// A request refused for its key takes no place on its token: judged first
 	// against the Cluster the cache has, and again against the one it registers into.
-	if cached, err := h.cachedCluster(req); err != nil {
+	cached, err := h.cachedCluster(req)
+	if err != nil {
 		return "", nil, err
-	} else if cached != nil {
+	}
+	if cached != nil {
 		if err := judge(cached); err != nil {
+			return "", nil, err
+		}
+	} else if token.Spec.RequireApproval && bound == "" {
+		// A cluster new to the workspace waits for an admin, taking no place on the
+		// token until approved.
+		if err := h.judgeApproval(k, req, token); err != nil {
 			return "", nil, err
 		}
 	}
@@ -871,6 +890,12 @@ func (h *handler) writeCredential(ctx context.Context, k kind, req *fleet.Cluste
 // with the credential Secret, Role and RoleBinding made for each. It finds them in the
 // cache, so it costs nothing when there are none.
 func (h *handler) removeOlderRequests(k kind, req *fleet.ClusterRegistrationRequest) error {
+	return h.removeOlder(k, req, func(*fleet.ClusterRegistrationRequest) bool { return true })
+}
+
+// removeOlder deletes the other requests of req's clientID in its workspace that are
+// older than req and match, with what removeOlderRequests deletes with them.
+func (h *handler) removeOlder(k kind, req *fleet.ClusterRegistrationRequest, match func(*fleet.ClusterRegistrationRequest) bool) error {
 	others, err := k.store.byIndex(ByClientID, req.Namespace+"/"+req.Spec.ClientID)
 	if err != nil {
 		return err
@@ -878,7 +903,7 @@ func (h *handler) removeOlderRequests(k kind, req *fleet.ClusterRegistrationRequ
 	var errs []error
 	for _, other := range others {
 		// Only older ones: a newer request may be waiting for its answer.
-		if other.Name == req.Name || !older(other, req) {
+		if other.Name == req.Name || !older(other, req) || !match(other) {
 			continue
 		}
 		if hasAnswerSecret(k, other) {

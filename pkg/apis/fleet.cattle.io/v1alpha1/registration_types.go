@@ -13,6 +13,7 @@ import (
 // +kubebuilder:printcolumn:name="TTL",type=string,JSONPath=`.spec.ttl`
 // +kubebuilder:printcolumn:name="Expires",type=string,JSONPath=`.status.expires`
 // +kubebuilder:printcolumn:name="Max-Registrations",type=integer,JSONPath=`.spec.maxRegistrations`,priority=1
+// +kubebuilder:printcolumn:name="Require-Approval",type=boolean,JSONPath=`.spec.requireApproval`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 240",message="a token's name is at most 240 characters: its ServiceAccount is <name>-registration"
 
@@ -48,6 +49,13 @@ type ClusterRegistrationTokenSpec struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=10000
 	MaxRegistrations *int32 `json:"maxRegistrations,omitempty"`
+	// RequireApproval makes a cluster new to the workspace wait for a hub admin
+	// before it registers with this token: its request waits with Ready=Unknown
+	// (AwaitingApproval) until an admin approves or refuses it (`hub cluster
+	// approve|refuse NAME`, or the annotation fleet.cattle.io/approval=approved|refused
+	// on the request). Clusters that exist already register again without waiting.
+	// +optional
+	RequireApproval bool `json:"requireApproval,omitempty"`
 }
 
 // ClusterRegistrationTokenStatus is the observed state of a token.
@@ -65,6 +73,12 @@ type ClusterRegistrationTokenStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxItems=10000
 	RegisteredClients []string `json:"registeredClients,omitempty"`
+	// RefusedClients are the clusters a hub admin refused, as hashes of their
+	// clientIDs: their requests with this token are refused at once (written by the
+	// hub's request controller).
+	// +optional
+	// +kubebuilder:validation:MaxItems=10000
+	RefusedClients []string `json:"refusedClients,omitempty"`
 	// Conditions: Ready once the values Secret exists.
 	// +optional
 	// +listType=map
@@ -80,6 +94,7 @@ type ClusterRegistrationTokenStatus struct {
 // +kubebuilder:printcolumn:name="Client-ID",type=string,JSONPath=`.spec.clientID`
 // +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.status.clusterName`
 // +kubebuilder:printcolumn:name="Granted",type=boolean,JSONPath=`.status.granted`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 
 // ClusterRegistrationRequest is an agent's request to register its cluster, created
@@ -145,7 +160,8 @@ type ClusterRegistrationRequestSpec struct {
 
 // ClusterRegistrationRequestStatus is the hub's answer to a request.
 type ClusterRegistrationRequestStatus struct {
-	// ClusterName is the Cluster this request registered into.
+	// ClusterName is the Cluster this request registered into, or, while it awaits
+	// an admin's approval, the name the Cluster will have.
 	// +optional
 	// +nullable
 	ClusterName string `json:"clusterName,omitempty"`
@@ -197,6 +213,7 @@ type ClusterIdentity struct {
 // +kubebuilder:printcolumn:name="Client-ID",type=string,JSONPath=`.spec.clientID`
 // +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.status.clusterName`
 // +kubebuilder:printcolumn:name="Granted",type=boolean,JSONPath=`.status.granted`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 
 // ClusterRegistration is Fleet's agent's request to register its cluster, made with a

@@ -1082,6 +1082,11 @@ func (in *ClusterRegistrationTokenStatus) DeepCopyInto(out *ClusterRegistrationT
 		*out = make([]string, len(*in))
 		copy(*out, *in)
 	}
+	if in.RefusedClients != nil {
+		in, out := &in.RefusedClients, &out.RefusedClients
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	if in.Conditions != nil {
 		in, out := &in.Conditions, &out.Conditions
 		*out = make([]genericcondition.GenericCondition, len(*in))

@@ -27,7 +27,8 @@ import (
 //
 // ClusterRegistrationRequestStatus is the hub's answer to a request.
 type ClusterRegistrationRequestStatusApplyConfiguration struct {
-	// ClusterName is the Cluster this request registered into.
+	// ClusterName is the Cluster this request registered into, or, while it awaits
+	// an admin's approval, the name the Cluster will have.
 	ClusterName *string `json:"clusterName,omitempty"`
 	// Granted is true once the hub has given the cluster its identity: in Identity,
 	// or (for Fleet's agent, and on hubs that cannot sign certificates) in a

@@ -36,6 +36,12 @@ type ClusterRegistrationTokenSpecApplyConfiguration struct {
 	// refused (RegistrationLimitReached). A cluster registering again counts once. 1
 	// makes a single-use token. Unset means no limit.
 	MaxRegistrations *int32 `json:"maxRegistrations,omitempty"`
+	// RequireApproval makes a cluster new to the workspace wait for a hub admin
+	// before it registers with this token: its request waits with Ready=Unknown
+	// (AwaitingApproval) until an admin approves or refuses it (`hub cluster
+	// approve|refuse NAME`, or the annotation fleet.cattle.io/approval=approved|refused
+	// on the request). Clusters that exist already register again without waiting.
+	RequireApproval *bool `json:"requireApproval,omitempty"`
 }
 
 // ClusterRegistrationTokenSpecApplyConfiguration constructs a declarative configuration of the ClusterRegistrationTokenSpec type for use with
@@ -57,5 +63,13 @@ func (b *ClusterRegistrationTokenSpecApplyConfiguration) WithTTL(value v1.Durati
 // If called multiple times, the MaxRegistrations field is set to the value of the last call.
 func (b *ClusterRegistrationTokenSpecApplyConfiguration) WithMaxRegistrations(value int32) *ClusterRegistrationTokenSpecApplyConfiguration {
 	b.MaxRegistrations = &value
+	return b
+}
+
+// WithRequireApproval sets the RequireApproval field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the RequireApproval field is set to the value of the last call.
+func (b *ClusterRegistrationTokenSpecApplyConfiguration) WithRequireApproval(value bool) *ClusterRegistrationTokenSpecApplyConfiguration {
+	b.RequireApproval = &value
 	return b
 }

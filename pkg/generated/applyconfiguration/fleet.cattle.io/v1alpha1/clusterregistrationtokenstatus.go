@@ -35,6 +35,10 @@ type ClusterRegistrationTokenStatusApplyConfiguration struct {
 	// RegisteredClients are the clusters a token with maxRegistrations has registered,
 	// as hashes of their clientIDs (written by the hub's request controller).
 	RegisteredClients []string `json:"registeredClients,omitempty"`
+	// RefusedClients are the clusters a hub admin refused, as hashes of their
+	// clientIDs: their requests with this token are refused at once (written by the
+	// hub's request controller).
+	RefusedClients []string `json:"refusedClients,omitempty"`
 	// Conditions: Ready once the values Secret exists.
 	Conditions []genericcondition.GenericCondition `json:"conditions,omitempty"`
 }
@@ -67,6 +71,16 @@ func (b *ClusterRegistrationTokenStatusApplyConfiguration) WithSecretName(value 
 func (b *ClusterRegistrationTokenStatusApplyConfiguration) WithRegisteredClients(values ...string) *ClusterRegistrationTokenStatusApplyConfiguration {
 	for i := range values {
 		b.RegisteredClients = append(b.RegisteredClients, values[i])
+	}
+	return b
+}
+
+// WithRefusedClients adds the given value to the RefusedClients field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the RefusedClients field.
+func (b *ClusterRegistrationTokenStatusApplyConfiguration) WithRefusedClients(values ...string) *ClusterRegistrationTokenStatusApplyConfiguration {
+	for i := range values {
+		b.RefusedClients = append(b.RefusedClients, values[i])
 	}
 	return b
 }
