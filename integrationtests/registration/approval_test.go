@@ -171,6 +171,9 @@ func TestApprovalHoldsNewClustersForAnAdmin(t *testing.T) {
 		}
 		return nil
 	})
+	if lines, ok := preflight(t, refused, ""); ok || !strings.Contains(lines, "PREFLIGHT token: a hub admin refused this cluster's registration") {
+		t.Errorf("preflight of the refused cluster: passed %v\n%s", ok, lines)
+	}
 	if out := hubCommand(t, hub, "cluster", "pending"); strings.Count(strings.TrimSpace(out), "\n") != 0 {
 		t.Errorf("hub cluster pending after the answers:\n%s", out)
 	}

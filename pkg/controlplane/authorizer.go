@@ -117,6 +117,9 @@ func (a *identityAuthorizer) authorizeIdentity(attrs authorizer.Attributes) (aut
 		return a.authorizeCertificate(attrs, namespace, recovery)
 	}
 	namespace, name, err := serviceaccount.SplitUsername(attrs.GetUser().GetName())
+	if err == nil && readsOwnToken(attrs, namespace, name) {
+		return authorizer.DecisionAllow, "a registration token reads its own ClusterRegistrationToken", nil
+	}
 	if err != nil || !names.IsClusterNamespace(namespace) {
 		return authorizer.DecisionNoOpinion, "", nil
 	}
@@ -185,6 +188,16 @@ func (a *identityAuthorizer) revoked(namespace, key string) string {
 		return "the certificate's key is not the one namespace " + namespace + " names (the Cluster was bound to another key, or its identity revoked)"
 	}
 	return ""
+}
+
+// readsOwnToken says whether attrs get, by ServiceAccount serviceAccount of
+// namespace, the ClusterRegistrationToken whose ServiceAccount it is: so an agent's
+// preflight can tell an expired or used-up token before registering. The token's
+// values stay in its Secret, which this does not open.
+func readsOwnToken(attrs authorizer.Attributes, namespace, serviceAccount string) bool {
+	return attrs.GetVerb() == "get" && attrs.GetAPIGroup() == "fleet.cattle.io" && attrs.GetResource() == "clusterregistrationtokens" &&
+		attrs.GetSubresource() == "" && attrs.GetNamespace() == namespace && attrs.GetName() != "" &&
+		names.TokenServiceAccount(attrs.GetName()) == serviceAccount
 }
 
 // isNamedWatch says whether attrs watch or list, by name, one Secret of the

@@ -182,3 +182,38 @@ func TestACredentialWatchIsAuthorizedAsItsGet(t *testing.T) {
 		}
 	}
 }
+
+func TestARegistrationTokenMayReadItselfOnly(t *testing.T) {
+	a, err := newIdentityAuthorizer(denyAll, namespaceLister())
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := &user.DefaultInfo{Name: serviceaccount.MakeUsername("clusters", "new-token-registration")}
+	tokens := func(u user.Info, verb, namespace, name, subresource string) authorizer.AttributesRecord {
+		return authorizer.AttributesRecord{User: u, Verb: verb, Namespace: namespace, APIGroup: "fleet.cattle.io",
+			Resource: "clusterregistrationtokens", Subresource: subresource, Name: name, ResourceRequest: true}
+	}
+	for _, c := range []struct {
+		name  string
+		attrs authorizer.AttributesRecord
+		allow bool
+	}{
+		{"get itself", tokens(token, "get", "clusters", "new-token", ""), true},
+		{"get another token", tokens(token, "get", "clusters", "other-token", ""), false},
+		{"get a token of its name in another workspace", tokens(token, "get", "fleet-default", "new-token", ""), false},
+		{"list the tokens", tokens(token, "list", "clusters", "", ""), false},
+		{"update itself", tokens(token, "update", "clusters", "new-token", ""), false},
+		{"update its status", tokens(token, "update", "clusters", "new-token", "status"), false},
+		{"another ServiceAccount", tokens(&user.DefaultInfo{Name: serviceaccount.MakeUsername("clusters", "new-token")}, "get", "clusters", "new-token", ""), false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			decision, _, err := a.Authorize(context.Background(), c.attrs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := decision == authorizer.DecisionAllow; got != c.allow {
+				t.Fatalf("allowed %v, want %v", got, c.allow)
+			}
+		})
+	}
+}
