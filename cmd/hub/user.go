@@ -14,6 +14,7 @@ import (
 	"github.com/flotilla/flotilla/pkg/generated/clientset/versioned"
 	"github.com/flotilla/flotilla/pkg/hubctl"
 	"github.com/flotilla/flotilla/pkg/signals"
+	"github.com/flotilla/flotilla/pkg/version"
 )
 
 // userKubeconfig is how the user commands reach the hub: --kubeconfig, else
@@ -121,8 +122,35 @@ func newClusterCommand() *cobra.Command {
 		},
 	}
 	list.Flags().StringVarP(&namespace, "namespace", "n", "", "only this workspace (default: all)")
-	cmd.AddCommand(list, newPendingCommand(&kc), newAnswerCommand(&kc, true), newAnswerCommand(&kc, false))
+	cmd.AddCommand(list, newPendingCommand(&kc), newAnswerCommand(&kc, true), newAnswerCommand(&kc, false), newDoctorCommand(&kc))
 	return cmd
+}
+
+// newDoctorCommand is `hub cluster doctor`.
+func newDoctorCommand(kc *userKubeconfig) *cobra.Command {
+	var namespace, hubVersion string
+	doctor := &cobra.Command{
+		Use:   "doctor NAME",
+		Short: "Say what is wrong with a cluster, as the hub sees it: one DOCTOR line per problem",
+		Long: `Looks at the Cluster from the hub and prints one DOCTOR line per problem, with what
+to do, or "DOCTOR ok"; it fails when it found a problem. Checks: the Cluster exists
+(else whether it waits for approval or was refused), its last registration request,
+the import (kubeConfigSecret), its per-cluster namespace, the agent's check-ins
+(never, offline), the agent's clock, its version, and its BundleDeployments.
+In the cluster, agent preflight checks the rest (its token, the hub's address and CA,
+proxy, clocks and its rights there).`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			kube, fleet, err := kc.clients()
+			if err != nil {
+				return err
+			}
+			return hubctl.PrintDiagnosis(signals.Context(), kube, fleet, namespace, args[0], hubVersion, cmd.OutOrStdout())
+		},
+	}
+	doctor.Flags().StringVarP(&namespace, "namespace", "n", "fleet-default", "the cluster's workspace")
+	doctor.Flags().StringVar(&hubVersion, "agent-version", version.Version, "the agent version the cluster should run: the hub's (--agent-image-tag, if the hub pins one)")
+	return doctor
 }
 
 // newPendingCommand is `hub cluster pending`.

@@ -103,6 +103,7 @@ func TestApprovalHoldsNewClustersForAnAdmin(t *testing.T) {
 	framework.InstallAgent(t, approved, values, "--set-string", "labels.env=dev")
 	agent := framework.StartAgent(t, approved)
 	name := pendingCluster(t, hub)
+	expectDoctor(t, hub, "approval", "the cluster waits for a hub admin's approval (token approve-token", name)
 	if reasons := requestReasons(t, hub, name); strings.Join(reasons, ",") != "AwaitingApproval" {
 		t.Fatalf("request reasons %v, want AwaitingApproval", reasons)
 	}
@@ -171,6 +172,7 @@ func TestApprovalHoldsNewClustersForAnAdmin(t *testing.T) {
 		}
 		return nil
 	})
+	expectDoctor(t, hub, "registration", "was refused (RefusedByAdmin)", other)
 	if lines, ok := preflight(t, refused, ""); ok || !strings.Contains(lines, "PREFLIGHT token: a hub admin refused this cluster's registration") {
 		t.Errorf("preflight of the refused cluster: passed %v\n%s", ok, lines)
 	}
