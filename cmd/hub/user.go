@@ -28,11 +28,18 @@ func (u *userKubeconfig) register(cmd *cobra.Command) {
 }
 
 func (u *userKubeconfig) clients() (kubernetes.Interface, versioned.Interface, error) {
+	hub, err := u.hub()
+	return hub.Kube, hub.Fleet, err
+}
+
+// hub is the hub's clients and address.
+func (u *userKubeconfig) hub() (hubctl.HubClients, error) {
 	cfg, err := u.config()
 	if err != nil {
-		return nil, nil, err
+		return hubctl.HubClients{}, err
 	}
-	return clientsFor(cfg)
+	kube, fleet, err := clientsFor(cfg)
+	return hubctl.HubClients{Kube: kube, Fleet: fleet, URL: cfg.Host}, err
 }
 
 func (u *userKubeconfig) config() (*rest.Config, error) {
@@ -122,8 +129,47 @@ func newClusterCommand() *cobra.Command {
 		},
 	}
 	list.Flags().StringVarP(&namespace, "namespace", "n", "", "only this workspace (default: all)")
-	cmd.AddCommand(list, newPendingCommand(&kc), newAnswerCommand(&kc, true), newAnswerCommand(&kc, false), newDoctorCommand(&kc))
+	cmd.AddCommand(list, newPendingCommand(&kc), newAnswerCommand(&kc, true), newAnswerCommand(&kc, false), newDoctorCommand(&kc), newMoveCommand(&kc))
 	return cmd
+}
+
+// newMoveCommand is `hub cluster move`.
+func newMoveCommand(kc *userKubeconfig) *cobra.Command {
+	var (
+		opts hubctl.MoveOptions
+		to   userKubeconfig
+	)
+	move := &cobra.Command{
+		Use:   "move NAME --to-kubeconfig FILE",
+		Short: "Move a cluster to another hub without reinstalling its agent",
+		Long: `Creates the Cluster on the hub of --to-kubeconfig, bound to the same agent key,
+and a token bound to it that only that key can use; hands the token's values to the
+agent through its agent bundle on this hub; waits for the agent to check in with the
+new hub; then deletes the Cluster here. The cluster's workloads stay: releases made
+for this hub's Bundles are never removed for want of one on the new hub, and the new
+hub's BundleDeployment of the same Bundle takes its release over.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if to.path == "" {
+				return errors.New("--to-kubeconfig is required: the kubeconfig of the hub the cluster moves to")
+			}
+			from, err := kc.hub()
+			if err != nil {
+				return err
+			}
+			dest, err := to.hub()
+			if err != nil {
+				return err
+			}
+			opts.Name = args[0]
+			return hubctl.Move(signals.Context(), from, dest, opts, cmd.OutOrStdout())
+		},
+	}
+	move.Flags().StringVarP(&opts.Namespace, "namespace", "n", "fleet-default", "the cluster's workspace")
+	move.Flags().StringVar(&to.path, "to-kubeconfig", "", "kubeconfig of the hub the cluster moves to")
+	move.Flags().StringVar(&opts.ToNamespace, "to-namespace", "", "the cluster's workspace on the new hub (default: the same)")
+	move.Flags().DurationVar(&opts.Wait, "wait", 10*time.Minute, "how long to wait for the agent to check in with the new hub")
+	return move
 }
 
 // newDoctorCommand is `hub cluster doctor`.

@@ -71,7 +71,16 @@ func (h *Hub) CreateBoundToken(namespace, name, cluster string) string {
 	return h.createToken(namespace, name, "", cluster)
 }
 
-func (h *Hub) createToken(namespace, name, ttl, cluster string) string {
+// CreateMoveToken is CreateBoundToken for a token like the one `hub cluster move`
+// makes: only the key Cluster cluster is bound to registers with it.
+func (h *Hub) CreateMoveToken(namespace, name, cluster string) string {
+	h.t.Helper()
+	return h.createToken(namespace, name, "", cluster, names.MovedFromAnnotation+": https://old-hub.example.com")
+}
+
+// createToken writes the token and returns the path of its values.yaml; annotations
+// are "key: value" lines.
+func (h *Hub) createToken(namespace, name, ttl, cluster string, annotations ...string) string {
 	h.t.Helper()
 	if _, err := h.Kubectl("", "get", "namespace", namespace); err != nil {
 		h.MustKubectl("", "create", "namespace", namespace)
@@ -80,6 +89,9 @@ func (h *Hub) createToken(namespace, name, ttl, cluster string) string {
 		"\n  namespace: " + namespace + "\n"
 	if cluster != "" {
 		manifest += "  labels:\n    fleet.cattle.io/cluster: " + cluster + "\n"
+	}
+	if len(annotations) > 0 {
+		manifest += "  annotations:\n    " + strings.Join(annotations, "\n    ") + "\n"
 	}
 	if ttl != "" {
 		manifest += "spec:\n  ttl: " + ttl + "\n"

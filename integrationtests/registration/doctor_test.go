@@ -68,22 +68,7 @@ func TestHubClusterDoctorSaysWhatIsWrong(t *testing.T) {
 	})
 	expectDoctor(t, hub, "agent", "the agent has not checked in since", name)
 
-	hub.MustKubectl(`kind: Bundle
-apiVersion: fleet.cattle.io/v1alpha1
-metadata:
-  name: doctor-bundle
-  namespace: `+workspace+`
-spec:
-  resources:
-  - name: cm.yaml
-    content: |
-      apiVersion: v1
-      kind: ConfigMap
-      metadata:
-        name: doctor
-  targets:
-  - clusterSelector: {}
-`, "apply", "-f", "-")
+	hub.MustKubectl(strings.ReplaceAll(movedBundle, "moved-app", "doctor-bundle"), "apply", "-f", "-")
 	framework.Eventually(t, "doctor to name the BundleDeployment the stopped agent does not deploy", timeout, func(context.Context) error {
 		if lines, _ := doctor(t, hub, name); !strings.Contains(lines, "DOCTOR bundles: 1 BundleDeployments in ") || !strings.Contains(lines, "doctor-bundle") {
 			return fmt.Errorf("doctor:\n%s", lines)

@@ -292,6 +292,7 @@ func startDeployer(ctx context.Context, cfg Config, cred registration.Credential
 		MonitorInterval: settings.MonitorInterval,
 		MaxContentSize:  settings.MaxBundleSize,
 		ClusterName:     cred.ClusterName,
+		HubURL:          cred.APIServerURL,
 		Log:             log,
 		Verifier:        verifier,
 	}

@@ -67,21 +67,9 @@ func CreateToken(ctx context.Context, kube kubernetes.Interface, client versione
 		return fmt.Errorf("creating ClusterRegistrationToken %s/%s: %w", opts.Namespace, opts.Name, err)
 	}
 
-	var values []byte
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, opts.Wait, true, func(ctx context.Context) (bool, error) {
-		t, err := tokens.Get(ctx, opts.Name, metav1.GetOptions{})
-		if err != nil || t.Status.SecretName == "" {
-			return false, nil
-		}
-		s, err := kube.CoreV1().Secrets(opts.Namespace).Get(ctx, t.Status.SecretName, metav1.GetOptions{})
-		if err != nil {
-			return false, nil
-		}
-		values = s.Data[registration.ValuesKey]
-		return len(values) > 0, nil
-	})
+	values, err := tokenValues(ctx, kube, client, opts.Namespace, opts.Name, opts.Wait)
 	if err != nil {
-		return fmt.Errorf("the hub has not written the values of ClusterRegistrationToken %s/%s within %s: is the hub running against this cluster?", opts.Namespace, opts.Name, opts.Wait)
+		return err
 	}
 
 	valuesFile := opts.Output
@@ -98,6 +86,28 @@ func CreateToken(ctx context.Context, kube kubernetes.Interface, client versione
 	}
 	fmt.Fprintf(out, "helm -n %s install --create-namespace --values %s %s %s\n", names.SystemNamespace, valuesFile, names.AgentRelease, opts.Chart)
 	return nil
+}
+
+// tokenValues waits, for at most timeout, for the hub to write the values.yaml of
+// token namespace/name, and returns it.
+func tokenValues(ctx context.Context, kube kubernetes.Interface, client versioned.Interface, namespace, name string, timeout time.Duration) ([]byte, error) {
+	var values []byte
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		t, err := client.FleetV1alpha1().ClusterRegistrationTokens(namespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil || t.Status.SecretName == "" {
+			return false, nil
+		}
+		s, err := kube.CoreV1().Secrets(namespace).Get(ctx, t.Status.SecretName, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		values = s.Data[registration.ValuesKey]
+		return len(values) > 0, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("the hub has not written the values of ClusterRegistrationToken %s/%s within %s: is the hub running against this cluster?", namespace, name, timeout)
+	}
+	return values, nil
 }
 
 // ListClusters prints the Clusters of namespace (every namespace when empty) with the

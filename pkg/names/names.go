@@ -83,6 +83,14 @@ const (
 	ApprovalAnnotation = "fleet.cattle.io/approval"
 	ApprovalApproved   = "approved"
 	ApprovalRefused    = "refused"
+	// MoveToAnnotation, on a Cluster being moved to another hub (hub cluster move),
+	// holds the registration values (JSON) of the token the new hub made for it: the
+	// Cluster's agent bundle hands them to its agent, which registers there.
+	MoveToAnnotation = "fleet.cattle.io/move-to"
+	// MovedFromAnnotation, on a token bound to one Cluster (ClusterLabel), says the
+	// Cluster moves here from the hub it names: only a request signed by the key the
+	// Cluster is bound to registers with it.
+	MovedFromAnnotation = "fleet.cattle.io/moved-from"
 	// AnswerReaderAnnotation, on the Secret answering a registration request, is the
 	// user name of the token ServiceAccount that may delete it once read.
 	AnswerReaderAnnotation = "fleet.cattle.io/answer-reader"

@@ -77,6 +77,10 @@ type Deployer struct {
 	Verifier *signing.Verifier
 	// ClusterName is the cluster's Cluster on the hub: its agent bundle is named for it.
 	ClusterName string
+	// HubURL is the hub's address. Releases made for another hub's BundleDeployments
+	// (a cluster moved here) are never removed for want of one here: the new hub's
+	// BundleDeployment of the same Bundle takes the release over.
+	HubURL string
 
 	mu sync.Mutex
 	// configs are by release namespace and ServiceAccount (see access).
@@ -827,7 +831,7 @@ func (d *Deployer) legacyReleases() ([]made, error) {
 			continue
 		}
 		out = append(out, made{Namespace: ns, Release: releaseName, BundleDeployment: bd.Name, ServiceAccount: d.serviceAccount(bd),
-			KeepResources: bd.Spec.Options.KeepResources, DeleteNamespace: bd.Spec.Options.DeleteNamespace})
+			KeepResources: bd.Spec.Options.KeepResources, DeleteNamespace: bd.Spec.Options.DeleteNamespace, Hub: d.HubURL})
 	}
 	return out, nil
 }
@@ -841,6 +845,7 @@ func (d *Deployer) remember(bd *fleet.BundleDeployment, ns, name string, created
 	err := d.ledger.record(made{
 		Namespace: ns, Release: name, BundleDeployment: bd.Name, ServiceAccount: d.serviceAccount(bd),
 		KeepResources: bd.Spec.Options.KeepResources, DeleteNamespace: bd.Spec.Options.DeleteNamespace, CreatedNamespace: createdNamespace,
+		Hub: d.HubURL,
 	})
 	if err != nil {
 		return fmt.Errorf("recording release %s/%s: %w", ns, name, err)
@@ -921,8 +926,9 @@ func (d *Deployer) forgetRelease(m made) error {
 	})
 }
 
-// Cleanup removes the releases the agent made for BundleDeployments that no longer
-// exist (removed while the agent was not running). Call it once the cache has synced.
+// Cleanup removes the releases the agent made for this hub's BundleDeployments that
+// no longer exist (removed while the agent was not running). Call it once the cache
+// has synced.
 func (d *Deployer) Cleanup() error {
 	current, err := d.Deployments.Cache().List("", labels.Everything())
 	if err != nil {
@@ -932,11 +938,16 @@ func (d *Deployer) Cleanup() error {
 	for _, bd := range current {
 		exists[bd.Name] = true
 	}
-	orphans, err := d.ledger.find(func(m made) bool { return !exists[m.BundleDeployment] })
+	orphans, err := d.ledger.find(func(m made) bool { return !exists[m.BundleDeployment] && ofHub(m, d.HubURL) })
 	if err != nil {
 		return fmt.Errorf("reading the agent's releases: %w", err)
 	}
 	return d.remove(orphans)
+}
+
+// ofHub says whether m was made for the BundleDeployments of the hub at hub.
+func ofHub(m made, hub string) bool {
+	return m.Hub == "" || m.Hub == hub
 }
 
 // deleteNamespace deletes the namespace of the removed release m, which the agent

@@ -33,6 +33,9 @@ type made struct {
 	DeleteNamespace bool `json:"deleteNamespace,omitempty"`
 	// CreatedNamespace: the agent created the namespace for this release.
 	CreatedNamespace bool `json:"createdNamespace,omitempty"`
+	// Hub is the hub whose BundleDeployment the release was made for ("": the
+	// current one, for releases recorded before hubs were).
+	Hub string `json:"hub,omitempty"`
 }
 
 func (m made) key() string { return m.Namespace + "." + m.Release }

@@ -77,3 +77,20 @@ func TestLedger(t *testing.T) {
 		}
 	})
 }
+
+func TestReleasesOfAnotherHubAreNotItsOrphans(t *testing.T) {
+	for _, tc := range []struct {
+		name, made, hub string
+		want            bool
+	}{
+		{"recorded before hubs were", "", "https://hub-a", true},
+		{"this hub's", "https://hub-a", "https://hub-a", true},
+		{"the hub the cluster moved from", "https://hub-a", "https://hub-b", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := ofHub(made{Hub: tc.made}, tc.hub); got != tc.want {
+				t.Fatalf("ofHub = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

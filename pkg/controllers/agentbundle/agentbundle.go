@@ -27,6 +27,7 @@ import (
 	"github.com/flotilla/flotilla/pkg/controllers/recent"
 	fleetcontrollers "github.com/flotilla/flotilla/pkg/generated/controllers/fleet.cattle.io/v1alpha1"
 	"github.com/flotilla/flotilla/pkg/names"
+	"github.com/flotilla/flotilla/pkg/registration"
 )
 
 type handler struct {
@@ -94,9 +95,38 @@ func ChartResources() ([]fleet.BundleResource, error) {
 	return out, err
 }
 
+// maxMoveValues bounds the registration values a moving Cluster carries.
+const maxMoveValues = 16 << 10
+
+// MoveValues are the registration values of the hub cluster is moving to (its
+// names.MoveToAnnotation), or nil when it is not moving.
+func MoveValues(cluster *fleet.Cluster) (*registration.Values, error) {
+	raw := cluster.Annotations[names.MoveToAnnotation]
+	if raw == "" {
+		return nil, nil
+	}
+	if len(raw) > maxMoveValues {
+		return nil, fmt.Errorf("annotation %s is %d bytes, more than the %d registration values take", names.MoveToAnnotation, len(raw), maxMoveValues)
+	}
+	var values registration.Values
+	if err := json.Unmarshal([]byte(raw), &values); err != nil {
+		return nil, fmt.Errorf("annotation %s: %w", names.MoveToAnnotation, err)
+	}
+	if err := values.Validate(); err != nil {
+		return nil, fmt.Errorf("annotation %s: %w", names.MoveToAnnotation, err)
+	}
+	return &values, nil
+}
+
 // Desired is the agent bundle of cluster, naming the agent chart's Content chart.
+// For a Cluster moving to another hub it also carries that hub's registration
+// values: deployed, they make the agent register there.
 func Desired(cluster *fleet.Cluster, chart string, hub agentchart.Hub) (*fleet.Bundle, error) {
-	values, err := agentchart.Values(cluster, nil, hub)
+	move, err := MoveValues(cluster)
+	if err != nil {
+		return nil, err
+	}
+	values, err := agentchart.Values(cluster, move, hub)
 	if err != nil {
 		return nil, err
 	}

@@ -311,14 +311,17 @@ func (h *handler) grant(ctx context.Context, k kind, req *fleet.ClusterRegistrat
 			return "", nil, err
 		}
 	}
+	// A token bound to a Cluster lets in another key (an agent that lost its own),
+	// unless it moves the Cluster from another hub: then its key must sign.
+	anyKey := bound != "" && token.Annotations[names.MovedFromAnnotation] == ""
 	judge := func(cluster *fleet.Cluster) error {
-		if err := h.judgeClaim(ctx, cluster, req, bound != ""); err != nil {
+		if err := h.judgeClaim(ctx, cluster, req, anyKey); err != nil {
 			return err
 		}
 		if k.unkeyed {
-			return judgeUnkeyed(cluster, bound != "")
+			return judgeUnkeyed(cluster, anyKey)
 		}
-		return judgeKey(cluster, req, bound != "")
+		return judgeKey(cluster, req, anyKey)
 	}
 	// A request refused for its key takes no place on its token: judged first
 	// against the Cluster the cache has, and again against the one it registers into.
