@@ -6,9 +6,12 @@ import (
 	"strings"
 	"testing"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/flotilla/flotilla/integrationtests/framework"
 	"github.com/flotilla/flotilla/pkg/names"
@@ -57,12 +60,38 @@ func waitBundleReady(t *testing.T, hub *framework.Hub, cluster, bundle string) {
 	})
 }
 
+// workspaceEditor is the token of a ServiceAccount of hub that may get, update and
+// patch the workspace's Clusters, and nothing else.
+func workspaceEditor(t *testing.T, hub *framework.Hub) string {
+	t.Helper()
+	ctx := context.Background()
+	client := hub.Client()
+	if _, err := client.CoreV1().ServiceAccounts(workspace).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "editor"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.RbacV1().Roles(workspace).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "cluster-editor"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{"fleet.cattle.io"}, Resources: []string{"clusters"}, Verbs: []string{"get", "update", "patch"}}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.RbacV1().RoleBindings(workspace).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "cluster-editor"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "cluster-editor"},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "editor", Namespace: workspace}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := client.CoreV1().ServiceAccounts(workspace).CreateToken(ctx, "editor", &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr.Status.Token
+}
+
 // TestMoveAClusterToAnotherHub: `hub cluster move` moves a registered cluster with a
 // deployed Bundle to another hub while its agent runs: the agent proves its key to
 // the new hub and checks in there, its workload stays (the same ConfigMap, taken
 // over by the new hub's BundleDeployment of the same Bundle; another Bundle's, which
-// the new hub lacks, left in place), and the old hub forgets the cluster. A token like the move token, used from another cluster with
-// another key, is refused.
+// the new hub lacks, left in place), and the old hub forgets the cluster. Who may
+// only edit Clusters may not move one; a token like the move token, used from
+// another cluster with another key, is refused.
 func TestMoveAClusterToAnotherHub(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -86,6 +115,19 @@ func TestMoveAClusterToAnotherHub(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Who may only edit Clusters may not move one.
+	editor := workspaceEditor(t, oldHub)
+	_, asEditor := oldHub.As(editor)
+	clusters := asEditor.FleetV1alpha1().Clusters(workspace)
+	relabel := []byte(`{"metadata":{"labels":{"env":"moving"}}}`)
+	if _, err := clusters.Patch(ctx, name, types.MergePatchType, relabel, metav1.PatchOptions{}); err != nil {
+		t.Fatalf("the editor labelling the Cluster: %v", err)
+	}
+	hijack := []byte(`{"metadata":{"annotations":{"` + names.MoveToAnnotation + `":"{\"token\":\"t\",\"apiServerURL\":\"https://evil.example.com\",\"clusterNamespace\":\"x\",\"systemRegistrationNamespace\":\"y\"}"}}}`)
+	if _, err := clusters.Patch(ctx, name, types.MergePatchType, hijack, metav1.PatchOptions{}); !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "takes the verb move") {
+		t.Fatalf("the editor moving the Cluster to its own hub: %v, want Forbidden", err)
+	}
+
 	// The new hub has the same Bundle, as a GitRepo moved with the cluster would make.
 	newHub.MustKubectl("", "create", "namespace", workspace)
 	newHub.MustKubectl(strings.Replace(movedBundle, "the first hub", "the new hub", 1), "apply", "-f", "-")
