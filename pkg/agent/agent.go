@@ -54,9 +54,10 @@ func Run(ctx context.Context, cfg Config) error {
 	log := logrus.WithField("namespace", cfg.Namespace)
 	bootstrapAdded := watchBootstrap(ctx, cfg.Downstream, cfg.Namespace)
 	sessionBackoff := newSessionBackoff()
+	pendingBackoff := newPendingBackoff()
 
 	for ctx.Err() == nil {
-		cred := obtainIdentity(ctx, d, bootstrapAdded, log)
+		cred, pending := obtainIdentity(ctx, d, bootstrapAdded, log)
 		if cred == nil {
 			return nil
 		}
@@ -68,15 +69,30 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		// One created since the registration deleted its own would have been drained
 		// with it: look once.
-		if values, err := d.Bootstrap(ctx); err == nil && values != nil {
+		if values, err := d.Bootstrap(ctx); err == nil && values != nil && !pending {
 			log.Info("A new bootstrap Secret appeared; registering again")
 			continue
 		}
+		// With a bootstrap Secret it could not register with yet, the agent carries
+		// on with its identity and tries the Secret again later.
+		retry := time.Duration(0)
+		if pending {
+			retry = pendingBackoff.Step()
+		} else {
+			pendingBackoff = newPendingBackoff()
+		}
 		session, cancel := context.WithCancel(ctx)
 		go func() {
+			var again <-chan time.Time
+			if retry > 0 {
+				again = time.After(retry)
+			}
 			select {
 			case <-bootstrapAdded:
 				log.Info("A new bootstrap Secret appeared; registering again")
+				cancel()
+			case <-again:
+				log.Info("Trying the bootstrap Secret again")
 				cancel()
 			case <-session.Done():
 			}
@@ -96,6 +112,12 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}
 	return nil
+}
+
+// newPendingBackoff paces the attempts to register with a bootstrap Secret the agent
+// could not register with, while it carries on with the identity it has.
+func newPendingBackoff() wait.Backoff {
+	return wait.Backoff{Duration: 30 * time.Second, Factor: 2, Jitter: 0.2, Steps: 1 << 30, Cap: refusedRetry}
 }
 
 // newSessionBackoff paces sessions that end in an error, so that one failing at once
@@ -131,14 +153,22 @@ func trustedKeys(ctx context.Context, client kubernetes.Interface, namespace str
 // obtainIdentity returns the cluster's identity: it registers when a bootstrap Secret
 // is present (it is deleted once registration succeeds, so its presence asks for a
 // registration), and otherwise uses the stored identity. Failures are logged once per
-// attempt and retried with backoff; it returns nil only when ctx ends.
-func obtainIdentity(ctx context.Context, d registration.Downstream, bootstrapAdded <-chan struct{}, log logrus.FieldLogger) *registration.Credential {
+// attempt and retried with backoff; it returns nil only when ctx ends. When the
+// registration fails and the agent has an identity that still works (a move to a hub
+// it cannot reach yet, a token refused), it returns that identity with pending true:
+// the cluster stays with its hub, and the registration is tried again later.
+func obtainIdentity(ctx context.Context, d registration.Downstream, bootstrapAdded <-chan struct{}, log logrus.FieldLogger) (cred *registration.Credential, pending bool) {
 	backoff := wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.2, Steps: 1 << 30, Cap: 5 * time.Minute}
 	var lastRefusal string
 	for {
 		cred, err := tryIdentity(ctx, d, log)
 		if cred != nil {
-			return cred
+			return cred, false
+		}
+		if stored := usableIdentity(ctx, d); stored != nil && err != nil {
+			log.WithError(err).Warn("Cannot register with the bootstrap Secret; carrying on with the identity the agent has (Cluster " +
+				stored.ClusterNamespace + "/" + stored.ClusterName + " of " + stored.APIServerURL + ") and trying again later")
+			return stored, true
 		}
 		delay := backoff.Step()
 		var (
@@ -159,12 +189,26 @@ func obtainIdentity(ctx context.Context, d registration.Downstream, bootstrapAdd
 		}
 		select {
 		case <-ctx.Done():
-			return nil
+			return nil, false
 		case <-bootstrapAdded:
 			backoff = wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.2, Steps: 1 << 30, Cap: 5 * time.Minute}
 		case <-time.After(delay):
 		}
 	}
+}
+
+// usableIdentity is the stored identity, if there is one the agent can go on with
+// while a bootstrap Secret waits: bound to its key and not expired.
+func usableIdentity(ctx context.Context, d registration.Downstream) *registration.Credential {
+	values, err := d.Bootstrap(ctx)
+	if err != nil || values == nil {
+		return nil
+	}
+	cred, err := d.Identity(ctx)
+	if err != nil || cred == nil || cred.KeyUnbound || cred.Expired(time.Now()) {
+		return nil
+	}
+	return cred
 }
 
 // refusedRetry is how long an agent whose registration the hub refused waits before
