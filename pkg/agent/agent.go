@@ -69,17 +69,20 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		// One created since the registration deleted its own would have been drained
 		// with it: look once.
-		if values, err := d.Bootstrap(ctx); err == nil && values != nil && !pending {
+		if values, err := d.Bootstrap(ctx); err == nil && values != nil && pending == nil {
 			log.Info("A new bootstrap Secret appeared; registering again")
 			continue
 		}
 		// With a bootstrap Secret it could not register with yet, the agent carries
 		// on with its identity and tries the Secret again later.
 		retry := time.Duration(0)
-		if pending {
-			retry = pendingBackoff.Step()
-		} else {
+		switch {
+		case pending == nil:
 			pendingBackoff = newPendingBackoff()
+		case needsAPerson(pending):
+			retry = refusedRetry
+		default:
+			retry = pendingBackoff.Step()
 		}
 		session, cancel := context.WithCancel(ctx)
 		go func() {
@@ -155,28 +158,24 @@ func trustedKeys(ctx context.Context, client kubernetes.Interface, namespace str
 // registration), and otherwise uses the stored identity. Failures are logged once per
 // attempt and retried with backoff; it returns nil only when ctx ends. When the
 // registration fails and the agent has an identity that still works (a move to a hub
-// it cannot reach yet, a token refused), it returns that identity with pending true:
-// the cluster stays with its hub, and the registration is tried again later.
-func obtainIdentity(ctx context.Context, d registration.Downstream, bootstrapAdded <-chan struct{}, log logrus.FieldLogger) (cred *registration.Credential, pending bool) {
+// it cannot reach yet, a token refused), it returns that identity with the failure as
+// pending: the cluster stays with its hub, and the registration is tried again later.
+func obtainIdentity(ctx context.Context, d registration.Downstream, bootstrapAdded <-chan struct{}, log logrus.FieldLogger) (cred *registration.Credential, pending error) {
 	backoff := wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.2, Steps: 1 << 30, Cap: 5 * time.Minute}
 	var lastRefusal string
 	for {
 		cred, err := tryIdentity(ctx, d, log)
 		if cred != nil {
-			return cred, false
+			return cred, nil
 		}
 		if stored := usableIdentity(ctx, d); stored != nil && err != nil {
 			log.WithError(err).Warn("Cannot register with the bootstrap Secret; carrying on with the identity the agent has (Cluster " +
 				stored.ClusterNamespace + "/" + stored.ClusterName + " of " + stored.APIServerURL + ") and trying again later")
-			return stored, true
+			return stored, err
 		}
 		delay := backoff.Step()
-		var (
-			refused *registration.RefusedError
-			final   *registration.ErrNoRecovery
-		)
 		switch {
-		case errors.As(err, &refused) || errors.As(err, &final):
+		case needsAPerson(err):
 			// Asking again soon would be refused again: a person must act first (the
 			// message says what), and a new bootstrap Secret retries at once.
 			if err.Error() != lastRefusal {
@@ -189,12 +188,22 @@ func obtainIdentity(ctx context.Context, d registration.Downstream, bootstrapAdd
 		}
 		select {
 		case <-ctx.Done():
-			return nil, false
+			return nil, nil
 		case <-bootstrapAdded:
 			backoff = wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.2, Steps: 1 << 30, Cap: 5 * time.Minute}
 		case <-time.After(delay):
 		}
 	}
+}
+
+// needsAPerson says whether err is a failure that asking again soon would meet
+// again: a refusal, or an identity that cannot be recovered.
+func needsAPerson(err error) bool {
+	var (
+		refused *registration.RefusedError
+		final   *registration.ErrNoRecovery
+	)
+	return errors.As(err, &refused) || errors.As(err, &final)
 }
 
 // usableIdentity is the stored identity, if there is one the agent can go on with
