@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -60,31 +59,6 @@ func waitBundleReady(t *testing.T, hub *framework.Hub, cluster, bundle string) {
 	})
 }
 
-// workspaceEditor is the token of a ServiceAccount of hub that may get, update and
-// patch the workspace's Clusters, and nothing else.
-func workspaceEditor(t *testing.T, hub *framework.Hub) string {
-	t.Helper()
-	ctx := context.Background()
-	client := hub.Client()
-	if _, err := client.CoreV1().ServiceAccounts(workspace).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "editor"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := client.RbacV1().Roles(workspace).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "cluster-editor"},
-		Rules: []rbacv1.PolicyRule{{APIGroups: []string{"fleet.cattle.io"}, Resources: []string{"clusters"}, Verbs: []string{"get", "update", "patch"}}}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := client.RbacV1().RoleBindings(workspace).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "cluster-editor"},
-		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "cluster-editor"},
-		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "editor", Namespace: workspace}}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	tr, err := client.CoreV1().ServiceAccounts(workspace).CreateToken(ctx, "editor", &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tr.Status.Token
-}
-
 // TestMoveAClusterToAnotherHub: `hub cluster move` moves a registered cluster with a
 // deployed Bundle to another hub while its agent runs: the agent proves its key to
 // the new hub and checks in there, its workload stays (the same ConfigMap, taken
@@ -116,7 +90,8 @@ func TestMoveAClusterToAnotherHub(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Who may only edit Clusters may not move one.
-	editor := workspaceEditor(t, oldHub)
+	editor := serviceAccountToken(t, oldHub.Client(), workspace, "editor",
+		rbacv1.PolicyRule{APIGroups: []string{"fleet.cattle.io"}, Resources: []string{"clusters"}, Verbs: []string{"get", "update", "patch"}})
 	_, asEditor := oldHub.As(editor)
 	clusters := asEditor.FleetV1alpha1().Clusters(workspace)
 	relabel := []byte(`{"metadata":{"labels":{"env":"moving"}}}`)

@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
@@ -47,6 +48,29 @@ func setBootstrap(t *testing.T, ds *framework.Cluster, key, value string) string
 		t.Fatal(err)
 	}
 	return was
+}
+
+// serviceAccountToken creates ServiceAccount name in namespace, allowed rules there
+// and nothing else, and returns a token of it.
+func serviceAccountToken(t *testing.T, client kubernetes.Interface, namespace, name string, rules ...rbacv1.PolicyRule) string {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := client.CoreV1().ServiceAccounts(namespace).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.RbacV1().Roles(namespace).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.RbacV1().RoleBindings(namespace).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: name},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: name, Namespace: namespace}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := client.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, name, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr.Status.Token
 }
 
 // caOf is the PEM of the CA of ds's API server.
@@ -123,28 +147,12 @@ func TestAgentPreflightSaysWhatIsWrong(t *testing.T) {
 	expect("a used-up token", "token", "has registered the 1 clusters its maxRegistrations allows")
 
 	// Credentials that may do what the agent does in its namespace only.
-	ctx := context.Background()
-	client := ds.Client()
 	ns := "cattle-fleet-system"
-	if _, err := client.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "limited"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := client.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "limited"},
-		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets", "configmaps"}, Verbs: []string{"get", "update", "delete"}}}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := client.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "limited"},
-		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "limited"},
-		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "limited", Namespace: ns}}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	tr, err := client.CoreV1().ServiceAccounts(ns).CreateToken(ctx, "limited", &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	limitedToken := serviceAccountToken(t, ds.Client(), ns, "limited",
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets", "configmaps"}, Verbs: []string{"get", "update", "delete"}})
 	kubeconfig := clientcmdapi.NewConfig()
 	kubeconfig.Clusters["ds"] = &clientcmdapi.Cluster{Server: ds.RESTConfig().Host, CertificateAuthorityData: caOf(t, ds)}
-	kubeconfig.AuthInfos["limited"] = &clientcmdapi.AuthInfo{Token: tr.Status.Token}
+	kubeconfig.AuthInfos["limited"] = &clientcmdapi.AuthInfo{Token: limitedToken}
 	kubeconfig.Contexts["ds"] = &clientcmdapi.Context{Cluster: "ds", AuthInfo: "limited"}
 	kubeconfig.CurrentContext = "ds"
 	raw, err := clientcmd.Write(*kubeconfig)
