@@ -27,7 +27,7 @@ import (
 const maxClockLead = time.Minute
 
 // inCluster is how a hub admin runs the agent's own checks in the cluster.
-const inCluster = "run `agent preflight` in the cluster (kubectl -n " + names.SystemNamespace + " exec deploy/fleet-agent -- agent preflight)"
+const inCluster = "run `agent preflight` in the cluster (kubectl -n " + names.SystemNamespace + " exec deploy/fleet-agent -- /agent preflight)"
 
 // Diagnose looks, from the hub, at the cluster named name in workspace namespace
 // and returns what is wrong with it, in the checks: cluster, approval,
