@@ -101,22 +101,22 @@ func (d *doctor) lastRefusal(ctx context.Context, namespace string, mine func(*f
 		return "", fmt.Errorf("listing ClusterRegistrationRequests: %w", err)
 	}
 	var last *fleet.ClusterRegistrationRequest
-	var lastCond *fleet.Condition
+	var refused *registration.RefusedError
 	for i := range requests.Items {
 		r := &requests.Items[i]
-		c := conditions.Get(r.Status.Conditions, fleet.ConditionReady)
-		if !mine(r) || r.Status.Granted || c == nil || c.Status != corev1.ConditionFalse {
+		c := registration.Refusal(r)
+		if !mine(r) || r.Status.Granted || c == nil {
 			continue
 		}
 		if last == nil || r.CreationTimestamp.After(last.CreationTimestamp.Time) {
-			last, lastCond = r, c
+			last, refused = r, c
 		}
 	}
 	if last == nil {
 		return "", nil
 	}
 	return fmt.Sprintf("its last registration request (%s, %s) was refused (%s): %s",
-		last.Name, last.CreationTimestamp.UTC().Format(time.RFC3339), lastCond.Reason, lastCond.Message), nil
+		last.Name, last.CreationTimestamp.UTC().Format(time.RFC3339), refused.Reason, refused.Message), nil
 }
 
 // registration reports a refused request of the cluster's clientID newer than its

@@ -426,7 +426,7 @@ func (x *exchange) answer(ctx context.Context, request *fleet.ClusterRegistratio
 	if err != nil {
 		return Credential{}, err
 	}
-	if c := refusal(answered); c != nil {
+	if c := Refusal(answered); c != nil {
 		return Credential{}, c
 	}
 	if identity := answered.Status.Identity; identity != nil {
@@ -482,8 +482,8 @@ func CredentialFromIdentity(identity *fleet.ClusterIdentity, key AgentKey, base 
 	return cred, nil
 }
 
-// refusal is the hub's refusal of req, from its Ready condition, or nil.
-func refusal(req *fleet.ClusterRegistrationRequest) *RefusedError {
+// Refusal is the hub's refusal of req, from its Ready condition, or nil.
+func Refusal(req *fleet.ClusterRegistrationRequest) *RefusedError {
 	if c := conditions.Get(req.Status.Conditions, fleet.ConditionReady); c != nil && c.Status == corev1.ConditionFalse && c.Reason != "" {
 		return &RefusedError{Reason: c.Reason, Message: c.Message}
 	}
@@ -502,7 +502,7 @@ func AwaitingApproval(req *fleet.ClusterRegistrationRequest) bool {
 
 // answered says whether the hub has answered req.
 func answered(req *fleet.ClusterRegistrationRequest) bool {
-	return req.Status.Granted || refusal(req) != nil
+	return req.Status.Granted || Refusal(req) != nil
 }
 
 // pickedUp deletes a sealed token credential once it is stored: the hub need not
